@@ -1,0 +1,352 @@
+//! Typed errors with context, and their stable snake_case kinds.
+
+use core::fmt;
+
+use crate::fence::Stamp;
+use crate::mode::{InputMode, Modes};
+
+/// Why a fence was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FenceRule {
+    /// The session id or incarnation differs from the session's: a message
+    /// for another session or a previous incarnation.
+    Identity,
+    /// Same incarnation, but older: a lower epoch, or within the same epoch a
+    /// lower turn or response (a late message from a cancelled turn).
+    Stale,
+    /// `cancel`: the next fence does not advance past the cancelled epoch.
+    NotAdvancing,
+    /// `cancel`: the cancelled fence is ahead of the session's current one.
+    Ahead,
+}
+
+impl fmt::Display for FenceRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FenceRule::Identity => "other session or incarnation",
+            FenceRule::Stale => "stale",
+            FenceRule::NotAdvancing => "next epoch must exceed the cancelled epoch",
+            FenceRule::Ahead => "cancelled fence is ahead of the session",
+        })
+    }
+}
+
+/// Which fixed-capacity table an operation found full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Table {
+    /// Request resources (`R`).
+    Resources,
+    /// Stage bindings (`B`).
+    Bindings,
+    /// Active lease operations (`A`).
+    ActiveOperations,
+    /// Stage results of one completed append (`K`).
+    StageResults,
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Table::Resources => "request resources",
+            Table::Bindings => "stage bindings",
+            Table::ActiveOperations => "active operations",
+            Table::StageResults => "stage results",
+        })
+    }
+}
+
+/// A configuration value outside its allowed range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigField {
+    /// The idle TTL must be positive (or absent).
+    IdleTtl,
+    /// The disconnect grace must be positive.
+    DisconnectGrace,
+    /// The completed-append limit must be in `1..=D`.
+    CompletedAppendLimit,
+    /// The session limit must be positive (or absent).
+    MaxSessions,
+}
+
+impl fmt::Display for ConfigField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigField::IdleTtl => "idle_ttl",
+            ConfigField::DisconnectGrace => "disconnect_grace",
+            ConfigField::CompletedAppendLimit => "completed_append_limit",
+            ConfigField::MaxSessions => "max_sessions",
+        })
+    }
+}
+
+/// Every way a core operation can fail. A failed operation changes nothing.
+///
+/// Each variant carries the context a caller needs to act on it, and maps to
+/// a stable snake_case [`ErrorKind`].
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::{Error, ErrorKind};
+///
+/// let e = Error::GenerationMismatch { expected: 2, actual: 1 };
+/// assert_eq!(e.kind(), ErrorKind::GenerationMismatch);
+/// assert_eq!(e.kind().as_str(), "generation_mismatch");
+/// assert_eq!(e.to_string(), "lease generation mismatch: expected 2, got 1");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error {
+    /// The fence was refused.
+    #[error("fence mismatch ({rule}): session is at {expected}, got {actual}")]
+    FenceMismatch {
+        /// Which rule refused it.
+        rule: FenceRule,
+        /// The reference fence (the session's, or the cancelled one for [`FenceRule::NotAdvancing`]).
+        expected: Stamp,
+        /// The fence that was offered.
+        actual: Stamp,
+    },
+    /// The input mode is not among the session's capabilities.
+    #[error("input mode {mode} is not supported; supported: {supported}")]
+    UnsupportedMode {
+        /// The mode asked for.
+        mode: InputMode,
+        /// The session's capabilities.
+        supported: Modes,
+    },
+    /// `resume` named the wrong lease generation.
+    #[error("lease generation mismatch: expected {expected}, got {actual}")]
+    GenerationMismatch {
+        /// The session's generation.
+        expected: u64,
+        /// The generation offered.
+        actual: u64,
+    },
+    /// `begin_operation` with an id that is already active.
+    #[error("operation is already active")]
+    OperationActive,
+    /// `end_operation` with an id that is not active.
+    #[error("operation is not active")]
+    OperationNotActive,
+    /// The append reservation no longer matches the session's sequence.
+    #[error(
+        "append reservation is stale: expected base seq {expected_seq}, session is at {actual_seq}"
+    )]
+    StaleReservation {
+        /// The sequence the reservation was made against.
+        expected_seq: u64,
+        /// The session's sequence now.
+        actual_seq: u64,
+    },
+    /// The (stage, request) pair is held by another epoch.
+    #[error("stage {stage} request already reserved by epoch {held_epoch}, requested by epoch {requested_epoch}")]
+    ResourceConflict {
+        /// The stage.
+        stage: u32,
+        /// Epoch of the existing reservation.
+        held_epoch: u64,
+        /// Epoch of the request.
+        requested_epoch: u64,
+    },
+    /// A completed-append operation id was reused with other metadata.
+    #[error("append operation id was reused with a different fence, mode or final flag")]
+    OperationReused,
+    /// A fixed-capacity table is full.
+    #[error("{table} full: capacity {capacity}")]
+    Full {
+        /// The table.
+        table: Table,
+        /// Its capacity.
+        capacity: usize,
+    },
+    /// An id is empty or longer than the limit.
+    #[error("invalid id: {len} bytes, expected 1..={max}")]
+    InvalidId {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid config: {field} = {value}, expected {expected}")]
+    InvalidConfig {
+        /// The field.
+        field: ConfigField,
+        /// The value given.
+        value: u64,
+        /// What is allowed, in words.
+        expected: &'static str,
+    },
+}
+
+impl Error {
+    /// The stable kind of this error.
+    ///
+    /// ```
+    /// # use duplex_core::{Error, ErrorKind};
+    /// assert_eq!(Error::OperationActive.kind(), ErrorKind::OperationActive);
+    /// ```
+    pub const fn kind(&self) -> ErrorKind {
+        match self {
+            Error::FenceMismatch { .. } => ErrorKind::FenceMismatch,
+            Error::UnsupportedMode { .. } => ErrorKind::UnsupportedMode,
+            Error::GenerationMismatch { .. } => ErrorKind::GenerationMismatch,
+            Error::OperationActive => ErrorKind::OperationActive,
+            Error::OperationNotActive => ErrorKind::OperationNotActive,
+            Error::StaleReservation { .. } => ErrorKind::StaleReservation,
+            Error::ResourceConflict { .. } => ErrorKind::ResourceConflict,
+            Error::OperationReused => ErrorKind::OperationReused,
+            Error::Full { .. } => ErrorKind::Full,
+            Error::InvalidId { .. } => ErrorKind::InvalidId,
+            Error::InvalidConfig { .. } => ErrorKind::InvalidConfig,
+        }
+    }
+}
+
+/// The error kinds of SPEC §8, with their stable snake_case names.
+///
+/// The core raises a subset; the std manager adds the session-table kinds
+/// (`capacity_exhausted`, `session_exists`, `unknown_session`, `wrong_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// `fence_mismatch`
+    FenceMismatch,
+    /// `unsupported_mode`
+    UnsupportedMode,
+    /// `capacity_exhausted`
+    CapacityExhausted,
+    /// `session_exists`
+    SessionExists,
+    /// `unknown_session`
+    UnknownSession,
+    /// `generation_mismatch`
+    GenerationMismatch,
+    /// `operation_active`
+    OperationActive,
+    /// `operation_not_active`
+    OperationNotActive,
+    /// `stale_reservation`
+    StaleReservation,
+    /// `resource_conflict`
+    ResourceConflict,
+    /// `operation_reused`
+    OperationReused,
+    /// `wrong_state`
+    WrongState,
+    /// `full`
+    Full,
+    /// `invalid_id`
+    InvalidId,
+    /// `invalid_config`
+    InvalidConfig,
+}
+
+impl ErrorKind {
+    /// Every kind, in SPEC §8 order.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::FenceMismatch,
+        ErrorKind::UnsupportedMode,
+        ErrorKind::CapacityExhausted,
+        ErrorKind::SessionExists,
+        ErrorKind::UnknownSession,
+        ErrorKind::GenerationMismatch,
+        ErrorKind::OperationActive,
+        ErrorKind::OperationNotActive,
+        ErrorKind::StaleReservation,
+        ErrorKind::ResourceConflict,
+        ErrorKind::OperationReused,
+        ErrorKind::WrongState,
+        ErrorKind::Full,
+        ErrorKind::InvalidId,
+        ErrorKind::InvalidConfig,
+    ];
+
+    /// The stable snake_case name used by traces and logs.
+    ///
+    /// ```
+    /// # use duplex_core::ErrorKind;
+    /// assert_eq!(ErrorKind::WrongState.as_str(), "wrong_state");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::FenceMismatch => "fence_mismatch",
+            ErrorKind::UnsupportedMode => "unsupported_mode",
+            ErrorKind::CapacityExhausted => "capacity_exhausted",
+            ErrorKind::SessionExists => "session_exists",
+            ErrorKind::UnknownSession => "unknown_session",
+            ErrorKind::GenerationMismatch => "generation_mismatch",
+            ErrorKind::OperationActive => "operation_active",
+            ErrorKind::OperationNotActive => "operation_not_active",
+            ErrorKind::StaleReservation => "stale_reservation",
+            ErrorKind::ResourceConflict => "resource_conflict",
+            ErrorKind::OperationReused => "operation_reused",
+            ErrorKind::WrongState => "wrong_state",
+            ErrorKind::Full => "full",
+            ErrorKind::InvalidId => "invalid_id",
+            ErrorKind::InvalidConfig => "invalid_config",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused transition: the error, and the session back, unchanged.
+///
+/// Transitions consume the session; when one fails, nothing is lost.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::{Fence, Id, Instant, Session, Open, OpenOptions, ErrorKind};
+///
+/// let fence = Fence::new(Id::new("s1")?, 0);
+/// let session: Session<Open> = Session::open(fence.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// let wrong = Fence::new(Id::new("s1")?, 9); // another incarnation
+/// let rejected = session.detach(&wrong, Instant::ZERO).unwrap_err();
+/// assert_eq!(rejected.error.kind(), ErrorKind::FenceMismatch);
+/// let session = rejected.session; // still open, unchanged
+/// assert_eq!(session.fence(), &fence);
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Rejected<T> {
+    /// Why the transition was refused.
+    pub error: Error,
+    /// The session, exactly as it was.
+    pub session: T,
+}
+
+impl<T> Rejected<T> {
+    /// Drops the session and keeps the error.
+    ///
+    /// ```
+    /// # use duplex_core::{Rejected, Error};
+    /// let r = Rejected { error: Error::OperationActive, session: () };
+    /// assert_eq!(r.into_error(), Error::OperationActive);
+    /// ```
+    pub fn into_error(self) -> Error {
+        self.error
+    }
+}
+
+impl<T> fmt::Display for Rejected<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "transition refused: {}", self.error)
+    }
+}
+
+impl<T: fmt::Debug> core::error::Error for Rejected<T> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}

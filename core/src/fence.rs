@@ -1,0 +1,237 @@
+//! The identity fence (SPEC §2): which session, incarnation, epoch, turn and
+//! response a message belongs to. A session's fence never moves backwards.
+
+use core::fmt;
+
+use crate::error::{Error, FenceRule};
+use crate::id::{Id, DEFAULT_ID_LEN};
+
+/// Where a fence stands within one incarnation: `(epoch, turn, response)`,
+/// ordered lexicographically (the order `cancel` compares with).
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::Position;
+///
+/// let a = Position { epoch: 1, turn: 9, response: 9 };
+/// let b = Position { epoch: 2, turn: 0, response: 0 };
+/// assert!(a < b);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Position {
+    /// Barge-in epoch: advances when the user interrupts.
+    pub epoch: u64,
+    /// Turn within the epoch.
+    pub turn: u64,
+    /// Response sequence within the turn.
+    pub response: u64,
+}
+
+/// The numeric part of a fence, for error context and logs (no session id).
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::{Fence, Id, Stamp};
+///
+/// let f = Fence::new(Id::new("s")?, 3).with_epoch(1);
+/// assert_eq!(f.stamp(), Stamp { incarnation: 3, epoch: 1, turn: 0, response: 0 });
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Stamp {
+    /// Incarnation of the session id.
+    pub incarnation: u64,
+    /// Epoch.
+    pub epoch: u64,
+    /// Turn.
+    pub turn: u64,
+    /// Response.
+    pub response: u64,
+}
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "incarnation {} epoch {} turn {} response {}",
+            self.incarnation, self.epoch, self.turn, self.response
+        )
+    }
+}
+
+/// A session's identity fence.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::{Fence, Id};
+///
+/// let f = Fence::new(Id::new("s1")?, 0).with_epoch(2).with_turn(5).with_response(1);
+/// assert_eq!(f.session.as_str(), "s1");
+/// assert_eq!((f.epoch, f.turn, f.response), (2, 5, 1));
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Fence<const L: usize = DEFAULT_ID_LEN> {
+    /// The session id.
+    pub session: Id<L>,
+    /// Incarnation: a reopened session id gets a new one.
+    pub incarnation: u64,
+    /// Barge-in epoch.
+    pub epoch: u64,
+    /// Turn within the epoch.
+    pub turn: u64,
+    /// Response within the turn.
+    pub response: u64,
+}
+
+impl<const L: usize> Fence<L> {
+    /// A fence at epoch 0, turn 0, response 0 of `incarnation`.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// let f = Fence::<32>::new(Id::new("s")?, 4);
+    /// assert_eq!(f.incarnation, 4);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub const fn new(session: Id<L>, incarnation: u64) -> Self {
+        Fence {
+            session,
+            incarnation,
+            epoch: 0,
+            turn: 0,
+            response: 0,
+        }
+    }
+
+    /// The same fence at `epoch`.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_epoch(3).epoch, 3);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The same fence at `turn`.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_turn(3).turn, 3);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_turn(mut self, turn: u64) -> Self {
+        self.turn = turn;
+        self
+    }
+
+    /// The same fence at `response`.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_response(3).response, 3);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_response(mut self, response: u64) -> Self {
+        self.response = response;
+        self
+    }
+
+    /// `(epoch, turn, response)`.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id, Position};
+    /// let f = Fence::<32>::new(Id::new("s")?, 0).with_turn(2);
+    /// assert_eq!(f.position(), Position { epoch: 0, turn: 2, response: 0 });
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub const fn position(&self) -> Position {
+        Position {
+            epoch: self.epoch,
+            turn: self.turn,
+            response: self.response,
+        }
+    }
+
+    /// The numeric part, for errors and logs.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 1).stamp().incarnation, 1);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub const fn stamp(&self) -> Stamp {
+        Stamp {
+            incarnation: self.incarnation,
+            epoch: self.epoch,
+            turn: self.turn,
+            response: self.response,
+        }
+    }
+
+    /// Whether `other` names the same session id and incarnation.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id};
+    /// let a = Fence::<32>::new(Id::new("s")?, 1);
+    /// assert!(a.same_identity(&a.clone().with_epoch(5)));
+    /// assert!(!a.same_identity(&Fence::new(Id::new("s")?, 2)));
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub fn same_identity(&self, other: &Fence<L>) -> bool {
+        self.incarnation == other.incarnation && self.session == other.session
+    }
+
+    /// SPEC §2 `validate`: may `offered` be applied to a session whose
+    /// current fence is `self`?
+    ///
+    /// Same session and incarnation; not an older epoch; within the same
+    /// epoch neither an older turn nor an older response. A higher epoch may
+    /// carry any turn and response.
+    ///
+    /// ```
+    /// # use duplex_core::{Fence, Id, ErrorKind};
+    /// let cur = Fence::<32>::new(Id::new("s")?, 0).with_epoch(1).with_turn(4);
+    /// assert!(cur.admits(&cur.clone().with_epoch(2).with_turn(0)).is_ok());
+    /// let late = cur.clone().with_turn(3);
+    /// assert_eq!(cur.admits(&late).unwrap_err().kind(), ErrorKind::FenceMismatch);
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub fn admits(&self, offered: &Fence<L>) -> Result<(), Error> {
+        if !self.same_identity(offered) {
+            return Err(self.mismatch(FenceRule::Identity, offered));
+        }
+        let stale = offered.epoch < self.epoch
+            || (offered.epoch == self.epoch
+                && (offered.turn < self.turn || offered.response < self.response));
+        if stale {
+            return Err(self.mismatch(FenceRule::Stale, offered));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mismatch(&self, rule: FenceRule, offered: &Fence<L>) -> Error {
+        Error::FenceMismatch {
+            rule,
+            expected: self.stamp(),
+            actual: offered.stamp(),
+        }
+    }
+}
+
+impl<const L: usize> fmt::Display for Fence<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.session, self.stamp())
+    }
+}

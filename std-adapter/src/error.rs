@@ -1,0 +1,73 @@
+//! Errors of the manager's dynamic API.
+
+use duplex_core::{ErrorKind, Id, StateKind, DEFAULT_ID_LEN};
+
+/// Why a manager operation failed. A failed operation changes nothing.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::{ErrorKind, Fence, Id, ManualClock, Instant};
+/// use duplex_std::{Error, ManagerConfig, SessionManager};
+///
+/// let mut m: SessionManager<ManualClock> =
+///     SessionManager::new(ManualClock::new(Instant::ZERO), ManagerConfig::default())?;
+/// let f = Fence::new(Id::new("nobody")?, 0);
+/// let err = m.detach(&f).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::UnknownSession);
+/// assert_eq!(err.to_string(), "unknown session \"nobody\"");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error<const L: usize = DEFAULT_ID_LEN> {
+    /// The session refused the operation (fence, mode, capacity, ...).
+    #[error(transparent)]
+    Session(#[from] duplex_core::Error),
+    /// No session has this id.
+    #[error("unknown session {session:?}")]
+    UnknownSession {
+        /// The id asked for.
+        session: Id<L>,
+    },
+    /// `open` with an id that is already open or closing.
+    #[error("session {session:?} already exists")]
+    SessionExists {
+        /// The id.
+        session: Id<L>,
+    },
+    /// `open` beyond `max_sessions` (closing sessions count until finalized).
+    #[error("session capacity exhausted: limit {limit}")]
+    CapacityExhausted {
+        /// The limit.
+        limit: usize,
+    },
+    /// The session's state does not permit the operation (SPEC §5).
+    #[error("{operation} is not permitted while the session is {state}")]
+    WrongState {
+        /// The operation.
+        operation: &'static str,
+        /// The session's state.
+        state: StateKind,
+    },
+}
+
+impl<const L: usize> Error<L> {
+    /// The stable kind (SPEC §8).
+    ///
+    /// ```
+    /// # use duplex_core::{ErrorKind, StateKind};
+    /// # use duplex_std::Error;
+    /// let e: Error = Error::WrongState { operation: "append", state: StateKind::Detached };
+    /// assert_eq!(e.kind(), ErrorKind::WrongState);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Session(e) => e.kind(),
+            Error::UnknownSession { .. } => ErrorKind::UnknownSession,
+            Error::SessionExists { .. } => ErrorKind::SessionExists,
+            Error::CapacityExhausted { .. } => ErrorKind::CapacityExhausted,
+            Error::WrongState { .. } => ErrorKind::WrongState,
+        }
+    }
+}

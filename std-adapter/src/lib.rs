@@ -1,0 +1,46 @@
+//! # duplex-std
+//!
+//! The std host side of [`duplex_core`]: a [`SessionManager`] that keeps the
+//! sessions of a voice server by id, admits and reaps them, cleans up after
+//! failed engine requests, and offers a dynamic API (lifecycle checked at run
+//! time, `wrong_state`) beside typed access (checked at compile time).
+//! [`MonotonicClock`] is the clock over `std::time::Instant`.
+//!
+//! ```
+//! use duplex_core::*;
+//! use duplex_std::{ManagerConfig, MonotonicClock, SessionManager};
+//!
+//! let mut manager: SessionManager<MonotonicClock> =
+//!     SessionManager::new(MonotonicClock::new(), ManagerConfig { max_sessions: Some(10_000), ..Default::default() })?;
+//! let fence = Fence::new(Id::new("call-1")?, 0);
+//! let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
+//! manager.open(fence.clone(), opts)?;
+//! manager.append(&fence, InputMode::AppendAudioChunk)?;
+//! manager.bind(&fence, 0, "llm-1")?;
+//! // Barge-in.
+//! let next = fence.clone().with_epoch(1);
+//! let cancelled = manager.cancel(&fence, &next)?;
+//! assert_eq!(cancelled.as_slice(), [Id::new("llm-1")?]);
+//! // Hang up.
+//! let released = manager.close(&next, CloseReason::ClientClose)?;
+//! assert_eq!(released.map(|ids| ids.len()), Some(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Features
+//!
+//! - `sim` (default): the `duplex-sim` load-and-fault simulator binary.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod any;
+mod clock;
+mod error;
+mod manager;
+mod timers;
+
+pub use any::{AnySession, Snapshot, Typed};
+pub use clock::MonotonicClock;
+pub use error::Error;
+pub use manager::{Expiry, ManagerConfig, Released, SessionManager};

@@ -1,0 +1,187 @@
+//! The deadline index: an indexed binary min-heap of `(deadline, slot)`,
+//! at most one entry per session slot.
+//!
+//! Each entry is a *lower bound* on its session's real deadline. Operations
+//! that can only move a deadline later (touch, append, resume, begin an
+//! operation) leave the heap alone, so the hot path costs nothing here; the
+//! ones that can move it earlier (open, detach, ending the last operation)
+//! lower the key; closing removes the entry. When an entry comes due, the
+//! manager recomputes the session's real deadline and either expires it or
+//! raises the key. `collect_expired` therefore visits only due entries:
+//! O(due · log n), and O(1) when nothing is due.
+//!
+//! An indexed heap (each slot knows its heap position) rather than a heap
+//! with lazy deletion keeps exactly one entry per session, so churn (open,
+//! close, open, ...) never accumulates stale entries.
+
+use duplex_core::Instant;
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    heap: Vec<(Instant, u32)>,
+    /// Heap position of each slot's entry, or `NONE`.
+    pos: Vec<u32>,
+}
+
+impl Timers {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Makes room for slot ids below `slots`.
+    pub(crate) fn grow_to(&mut self, slots: usize) {
+        if self.pos.len() < slots {
+            self.pos.resize(slots, NONE);
+        }
+    }
+
+    pub(crate) fn peek(&self) -> Option<(Instant, u32)> {
+        self.heap.first().copied()
+    }
+
+    pub(crate) fn key(&self, slot: u32) -> Option<Instant> {
+        match self.pos.get(slot as usize) {
+            Some(&p) if p != NONE => Some(self.heap[p as usize].0),
+            _ => None,
+        }
+    }
+
+    /// Ensures the slot's entry is no later than `t` (insert or lower).
+    pub(crate) fn lower_to(&mut self, slot: u32, t: Instant) {
+        match self.key(slot) {
+            Some(k) if k <= t => {}
+            Some(_) => self.set(slot, t),
+            None => {
+                let p = self.heap.len();
+                self.heap.push((t, slot));
+                self.pos[slot as usize] = p as u32;
+                self.sift_up(p);
+            }
+        }
+    }
+
+    /// Sets the key of an existing entry, in either direction.
+    pub(crate) fn set(&mut self, slot: u32, t: Instant) {
+        let p = self.pos[slot as usize] as usize;
+        let old = self.heap[p].0;
+        self.heap[p].0 = t;
+        if t < old {
+            self.sift_up(p);
+        } else {
+            self.sift_down(p);
+        }
+    }
+
+    /// Removes the slot's entry, if any.
+    pub(crate) fn remove(&mut self, slot: u32) {
+        let Some(&p) = self.pos.get(slot as usize) else {
+            return;
+        };
+        if p == NONE {
+            return;
+        }
+        let p = p as usize;
+        self.pos[slot as usize] = NONE;
+        let last = self.heap.len() - 1;
+        if p != last {
+            self.heap.swap(p, last);
+            self.pos[self.heap[p].1 as usize] = p as u32;
+        }
+        self.heap.pop();
+        if p < self.heap.len() {
+            self.sift_up(p);
+            self.sift_down(p);
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.pos[self.heap[a].1 as usize] = a as u32;
+        self.pos[self.heap[b].1 as usize] = b as u32;
+    }
+
+    fn sift_up(&mut self, mut p: usize) {
+        while p > 0 {
+            let parent = (p - 1) / 2;
+            if self.heap[p].0 >= self.heap[parent].0 {
+                break;
+            }
+            self.swap(p, parent);
+            p = parent;
+        }
+    }
+
+    fn sift_down(&mut self, mut p: usize) {
+        let n = self.heap.len();
+        loop {
+            let (l, r) = (2 * p + 1, 2 * p + 2);
+            let mut min = p;
+            if l < n && self.heap[l].0 < self.heap[min].0 {
+                min = l;
+            }
+            if r < n && self.heap[r].0 < self.heap[min].0 {
+                min = r;
+            }
+            if min == p {
+                break;
+            }
+            self.swap(p, min);
+            p = min;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    #[track_caller]
+    fn check(timers: &Timers) {
+        for (i, &(k, slot)) in timers.heap.iter().enumerate() {
+            assert_eq!(
+                timers.pos[slot as usize] as usize, i,
+                "position of slot {slot}"
+            );
+            if i > 0 {
+                assert!(timers.heap[(i - 1) / 2].0 <= k, "heap order at {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn orders_lowers_raises_and_removes() {
+        let mut timers = Timers::default();
+        timers.grow_to(8);
+        for (slot, ms) in [(0, 50), (1, 10), (2, 30), (3, 40), (4, 20)] {
+            timers.lower_to(slot, t(ms));
+            check(&timers);
+        }
+        assert_eq!(timers.peek(), Some((t(10), 1)));
+        timers.lower_to(3, t(5));
+        assert_eq!(timers.peek(), Some((t(5), 3)));
+        timers.lower_to(3, t(99)); // never raises
+        assert_eq!(timers.key(3), Some(t(5)));
+        timers.set(3, t(99));
+        check(&timers);
+        assert_eq!(timers.peek(), Some((t(10), 1)));
+        timers.remove(1);
+        timers.remove(1);
+        check(&timers);
+        assert_eq!(timers.peek(), Some((t(20), 4)));
+        assert_eq!(timers.len(), 4);
+        let mut order = Vec::new();
+        while let Some((_, slot)) = timers.peek() {
+            order.push(slot);
+            timers.remove(slot);
+            check(&timers);
+        }
+        assert_eq!(order, [4, 2, 0, 3]);
+    }
+}

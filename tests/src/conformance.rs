@@ -1,0 +1,718 @@
+//! The conformance runner: executes trace files (`shared/conformance/FORMAT.md`)
+//! against a fresh [`SessionManager`] driven by a manual clock and compares
+//! every outcome with the trace's expectation.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use duplex_core::{
+    Activity, Appended, Clock, CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant,
+    LeaseConfig, ManualClock, Modes, OpenOptions, Reservation, StateKind,
+};
+use duplex_std::{ManagerConfig, SessionManager, Snapshot};
+use serde_json::{json, Map, Value};
+
+/// The capacity profile this build runs (SPEC §6), as written in traces.
+pub const PROFILE: [(&str, u64); 6] = [
+    ("max_resources", 8),
+    ("max_bindings", 4),
+    ("max_completed", 8),
+    ("max_active_ops", 4),
+    ("max_id_len", 32),
+    ("max_stage_results", 4),
+];
+
+/// A manual clock shared between the runner (which advances it) and the
+/// manager (which reads it).
+#[derive(Clone, Debug, Default)]
+pub struct SharedClock(Rc<ManualClock>);
+
+impl Clock for SharedClock {
+    fn now(&self) -> Instant {
+        self.0.now()
+    }
+}
+
+type Manager = SessionManager<SharedClock, Value, Value>;
+
+/// A line that cannot be run: malformed JSON, a missing field, an unknown op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn bad(msg: impl Into<String>) -> ParseError {
+    ParseError(msg.into())
+}
+
+/// The outcome of one operation, in the trace's JSON shape.
+type Outcome = Result<Value, ErrorKind>;
+
+fn field<'a>(op: &'a Map<String, Value>, name: &str) -> Result<&'a Value, ParseError> {
+    op.get(name)
+        .ok_or_else(|| bad(format!("missing field `{name}`")))
+}
+
+fn u64_of(v: &Value, name: &str) -> Result<u64, ParseError> {
+    v.as_u64()
+        .ok_or_else(|| bad(format!("`{name}` must be a non-negative integer, got {v}")))
+}
+
+fn str_of<'a>(v: &'a Value, name: &str) -> Result<&'a str, ParseError> {
+    v.as_str()
+        .ok_or_else(|| bad(format!("`{name}` must be a string, got {v}")))
+}
+
+fn bool_of(v: &Value, name: &str) -> Result<bool, ParseError> {
+    v.as_bool()
+        .ok_or_else(|| bad(format!("`{name}` must be a boolean, got {v}")))
+}
+
+fn strings<'a>(v: &'a Value, name: &str) -> Result<Vec<&'a str>, ParseError> {
+    v.as_array()
+        .ok_or_else(|| bad(format!("`{name}` must be an array of strings")))?
+        .iter()
+        .map(|s| str_of(s, name))
+        .collect()
+}
+
+fn mode_of(v: &Value) -> Result<InputMode, ParseError> {
+    let name = str_of(v, "mode")?;
+    InputMode::parse(name).ok_or_else(|| bad(format!("unknown input mode {name:?}")))
+}
+
+fn reason_of(op: &Map<String, Value>) -> Result<CloseReason, ParseError> {
+    match op.get("reason") {
+        None => Ok(CloseReason::ExplicitClose),
+        Some(v) => {
+            let name = str_of(v, "reason")?;
+            CloseReason::parse(name).ok_or_else(|| bad(format!("unknown close reason {name:?}")))
+        }
+    }
+}
+
+/// A fence from the trace. Its session id may be invalid (empty or too
+/// long): such an id names no session, which the caller turns into the
+/// outcome of an absent session.
+fn fence_of(v: &Value) -> Result<Option<Fence>, ParseError> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad(format!("a fence must be an object, got {v}")))?;
+    let num = |name: &str| obj.get(name).map_or(Ok(0), |n| u64_of(n, name));
+    let session = str_of(field(obj, "session")?, "session")?;
+    let Ok(id) = Id::new(session) else {
+        return Ok(None);
+    };
+    Ok(Some(Fence {
+        session: id,
+        incarnation: num("incarnation")?,
+        epoch: num("epoch")?,
+        turn: num("turn")?,
+        response: num("response")?,
+    }))
+}
+
+/// A session id from the trace; `None` if it cannot name a session.
+fn session_of(v: &Value) -> Result<Option<Id>, ParseError> {
+    Ok(Id::new(str_of(v, "session")?).ok())
+}
+
+fn ids_json<'a>(ids: impl IntoIterator<Item = &'a Id>) -> Value {
+    Value::Array(ids.into_iter().map(|i| Value::from(i.as_str())).collect())
+}
+
+fn appended_json(a: Appended) -> Value {
+    json!({"seq": a.seq, "turn_seq": a.turn_seq, "turn_id": a.turn_id})
+}
+
+fn fence_json(f: &Fence) -> Value {
+    json!({
+        "session": f.session.as_str(),
+        "incarnation": f.incarnation,
+        "epoch": f.epoch,
+        "turn": f.turn,
+        "response": f.response,
+    })
+}
+
+fn snapshot_json(s: &Snapshot) -> Value {
+    json!({
+        "state": s.state.as_str(),
+        "fence": fence_json(&s.fence),
+        "input_seq": s.input_seq,
+        "input_turn_seq": s.input_turn_seq,
+        "lease_generation": s.lease_generation,
+        "config_generation": s.config_generation,
+        "last_activity_ms": s.last_activity.as_millis(),
+        "detached_at_ms": s.detached_at.map(Instant::as_millis),
+        "active_operations": ids_json(&s.active_operations),
+        "bindings": s.bindings.iter().map(|(st, r)| json!([st, r.as_str()])).collect::<Vec<_>>(),
+        "resources": s.resources.iter().map(|(st, r, sub)| json!([st, r.as_str(), sub])).collect::<Vec<_>>(),
+        "completed": ids_json(&s.completed),
+        "close_reason": s.close_reason.map(CloseReason::as_str),
+    })
+}
+
+const UNKNOWN: Outcome = Err(ErrorKind::UnknownSession);
+
+/// Runs one trace against one manager, line by line.
+#[derive(Debug)]
+pub struct Runner {
+    clock: SharedClock,
+    manager: Manager,
+    handles: HashMap<String, Reservation>,
+}
+
+impl Default for Runner {
+    fn default() -> Self {
+        Runner::new()
+    }
+}
+
+impl Runner {
+    /// A runner with a default manager at time zero.
+    pub fn new() -> Self {
+        let clock = SharedClock::default();
+        let manager = Manager::new(clock.clone(), ManagerConfig::default())
+            .expect("the default config is valid");
+        Runner {
+            clock,
+            manager,
+            handles: HashMap::new(),
+        }
+    }
+
+    /// Runs one operation. `Ok(None)` for lines without an outcome
+    /// (`comment`, `profile`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ParseError`] if the line is not a valid operation, or a `profile`
+    /// that differs from [`PROFILE`].
+    pub fn run(&mut self, op: &Map<String, Value>) -> Result<Option<Outcome>, ParseError> {
+        let name = str_of(field(op, "op")?, "op")?;
+        let outcome = match name {
+            "comment" => return Ok(None),
+            "profile" => {
+                for (key, want) in PROFILE {
+                    let got = u64_of(field(op, key)?, key)?;
+                    if got != want {
+                        return Err(bad(format!(
+                            "profile mismatch: trace has {key} = {got}, this build has {want}"
+                        )));
+                    }
+                }
+                return Ok(None);
+            }
+            "manager" => self.op_manager(op)?,
+            "advance" => {
+                self.clock
+                    .0
+                    .advance(Duration::from_millis(u64_of(field(op, "ms")?, "ms")?));
+                Ok(Value::Null)
+            }
+            "open" => self.op_open(op)?,
+            "close" => {
+                let reason = reason_of(op)?;
+                match fence_of(field(op, "fence")?)? {
+                    None => Ok(json!({"closed": false, "ids": []})),
+                    Some(f) => match self.manager.close(&f, reason) {
+                        Ok(None) => Ok(json!({"closed": false, "ids": []})),
+                        Ok(Some(ids)) => Ok(json!({"closed": true, "ids": ids_json(&ids)})),
+                        Err(e) => Err(e.kind()),
+                    },
+                }
+            }
+            "commit_append" => {
+                let handle = str_of(field(op, "handle")?, "handle")?;
+                let r = self
+                    .handles
+                    .get(handle)
+                    .ok_or_else(|| bad(format!("unknown handle {handle:?}")))?;
+                self.manager
+                    .commit_append(r)
+                    .map(appended_json)
+                    .map_err(|e| e.kind())
+            }
+            "collect_expired" => {
+                let excluded: Vec<Id> = match op.get("excluded") {
+                    None => Vec::new(),
+                    Some(v) => strings(v, "excluded")?
+                        .into_iter()
+                        .filter_map(|s| Id::new(s).ok())
+                        .collect(),
+                };
+                let excluded: Vec<&Id> = excluded.iter().collect();
+                let mut records: Vec<Value> = self
+                    .manager
+                    .collect_expired(&excluded)
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "session": e.session.as_str(),
+                            "reason": e.reason.as_str(),
+                            "lease_generation": e.lease_generation,
+                            "fence": fence_json(&e.fence),
+                            "submitted": ids_json(&e.submitted),
+                            "reserved": ids_json(&e.reserved),
+                        })
+                    })
+                    .collect();
+                records.sort_by(|a, b| a["session"].as_str().cmp(&b["session"].as_str()));
+                Ok(json!({ "expired": records }))
+            }
+            "close_for_requests" => {
+                let ids = strings(field(op, "request_ids")?, "request_ids")?;
+                let closing: Map<String, Value> = self
+                    .manager
+                    .close_for_requests(&ids)
+                    .iter()
+                    .map(|(s, ids)| (s.as_str().to_owned(), ids_json(ids)))
+                    .collect();
+                Ok(json!({ "closing": closing }))
+            }
+            "finalize_closed" => {
+                let ids: Vec<Id> = strings(field(op, "sessions")?, "sessions")?
+                    .into_iter()
+                    .filter_map(|s| Id::new(s).ok())
+                    .collect();
+                let refs: Vec<&Id> = ids.iter().collect();
+                let mut done: Vec<&str> = Vec::new();
+                let finalized = self.manager.finalize_closed(&refs);
+                done.extend(finalized.iter().map(|(s, _)| s.as_str()));
+                done.sort_unstable();
+                Ok(json!({ "finalized": done }))
+            }
+            "inspect" => {
+                match session_of(field(op, "session")?)?.and_then(|s| self.manager.get(&s)) {
+                    None => Ok(json!({"absent": true})),
+                    Some(s) => Ok(snapshot_json(&s.snapshot())),
+                }
+            }
+            "sessions" => {
+                let mut ids: Vec<&str> = self.manager.session_ids().map(Id::as_str).collect();
+                ids.sort_unstable();
+                Ok(json!({ "sessions": ids }))
+            }
+            "stage_ids" | "resource_ids" | "release" | "finalize" | "replace_configs" => {
+                match session_of(field(op, "session")?)? {
+                    None => UNKNOWN,
+                    Some(session) => self.by_session(name, &session, op)?,
+                }
+            }
+            "cancel" => match fence_of(field(op, "cancelled")?)? {
+                None => UNKNOWN,
+                Some(cancelled) => match fence_of(field(op, "next")?)? {
+                    Some(next) => self
+                        .manager
+                        .cancel(&cancelled, &next)
+                        .map(|ids| json!({"ids": ids_json(&ids)}))
+                        .map_err(|e| e.kind()),
+                    // An unnameable next session can never match.
+                    None => match self.manager.get(&cancelled.session) {
+                        None => UNKNOWN,
+                        Some(s) if s.kind() == StateKind::Closing => Err(ErrorKind::WrongState),
+                        Some(_) => Err(ErrorKind::FenceMismatch),
+                    },
+                },
+            },
+            _ => match fence_of(field(op, "fence")?)? {
+                None => {
+                    // Still reject unknown ops and malformed fields.
+                    self.check_known(name)?;
+                    UNKNOWN
+                }
+                Some(fence) => self.by_fence(name, &fence, op)?,
+            },
+        };
+        Ok(Some(outcome))
+    }
+
+    fn check_known(&self, name: &str) -> Result<(), ParseError> {
+        const BY_FENCE: [&str; 14] = [
+            "touch",
+            "detach",
+            "resume",
+            "begin_op",
+            "end_op",
+            "append",
+            "prepare_append",
+            "completed",
+            "record_completed",
+            "reserve",
+            "bind",
+            "release_fence",
+            "accept_fence",
+            "begin_close",
+        ];
+        if BY_FENCE.contains(&name) {
+            Ok(())
+        } else {
+            Err(bad(format!("unknown op {name:?}")))
+        }
+    }
+
+    fn op_manager(&mut self, op: &Map<String, Value>) -> Result<Outcome, ParseError> {
+        let max_sessions = match op.get("max_sessions") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(usize::try_from(u64_of(v, "max_sessions")?).unwrap_or(usize::MAX)),
+        };
+        let limit = match op.get("completed_append_limit") {
+            None => 8,
+            Some(v) => usize::try_from(u64_of(v, "completed_append_limit")?).unwrap_or(usize::MAX),
+        };
+        let start = match op.get("start_ms") {
+            None => 0,
+            Some(v) => u64_of(v, "start_ms")?,
+        };
+        let clock = SharedClock(Rc::new(ManualClock::new(Instant::from_millis(start))));
+        let config = ManagerConfig {
+            max_sessions,
+            completed_append_limit: Some(limit),
+        };
+        Ok(match Manager::new(clock.clone(), config) {
+            Ok(manager) => {
+                self.clock = clock;
+                self.manager = manager;
+                self.handles.clear();
+                Ok(Value::Null)
+            }
+            Err(e) => Err(e.kind()),
+        })
+    }
+
+    fn op_open(&mut self, op: &Map<String, Value>) -> Result<Outcome, ParseError> {
+        let Some(fence) = fence_of(field(op, "fence")?)? else {
+            return Ok(Err(ErrorKind::InvalidId));
+        };
+        let modes = match op.get("modes") {
+            None | Some(Value::Null) => Modes::default(),
+            Some(v) => {
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| bad("`modes` must be an array"))?;
+                list.iter().map(mode_of).collect::<Result<Modes, _>>()?
+            }
+        };
+        let idle_ttl = match op.get("idle_ttl_ms") {
+            None => Some(Duration::from_millis(300_000)),
+            Some(Value::Null) => None,
+            Some(v) => Some(Duration::from_millis(u64_of(v, "idle_ttl_ms")?)),
+        };
+        let grace = match op.get("grace_ms") {
+            None => Duration::from_millis(30_000),
+            Some(v) => Duration::from_millis(u64_of(v, "grace_ms")?),
+        };
+        let lease = match LeaseConfig::new(idle_ttl, grace) {
+            Ok(lease) => lease,
+            Err(e) => return Ok(Err(e.kind())),
+        };
+        let configs = OpenOptions::new(
+            op.get("session_config").cloned().unwrap_or(Value::Null),
+            op.get("runtime_config").cloned().unwrap_or(Value::Null),
+        );
+        Ok(self
+            .manager
+            .open(fence, configs.modes(modes).lease(lease))
+            .map(|()| Value::Null)
+            .map_err(|e| e.kind()))
+    }
+
+    fn by_session(
+        &mut self,
+        name: &str,
+        session: &Id,
+        op: &Map<String, Value>,
+    ) -> Result<Outcome, ParseError> {
+        let m = &mut self.manager;
+        let filter = match op.get("fence") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(fence_of(v)?),
+        };
+        Ok(match name {
+            "stage_ids" | "resource_ids" => {
+                let ids = match filter {
+                    // A filter fence whose id names no session matches nothing.
+                    Some(None) => m
+                        .stage_request_ids(session, None)
+                        .map(|_| Default::default()),
+                    Some(Some(f)) if name == "stage_ids" => m.stage_request_ids(session, Some(&f)),
+                    None if name == "stage_ids" => m.stage_request_ids(session, None),
+                    filter => {
+                        let submitted = match op.get("submitted") {
+                            None | Some(Value::Null) => None,
+                            Some(v) => Some(bool_of(v, "submitted")?),
+                        };
+                        m.resource_request_ids(session, filter.flatten().as_ref(), submitted)
+                    }
+                };
+                ids.map(|ids| json!({"ids": ids_json(&ids)}))
+                    .map_err(|e| e.kind())
+            }
+            "release" => {
+                let ids = strings(field(op, "request_ids")?, "request_ids")?;
+                m.release(session, &ids)
+                    .map(|()| Value::Null)
+                    .map_err(|e| e.kind())
+            }
+            "finalize" => m
+                .finalize(session)
+                .map(|ids| json!({"ids": ids_json(&ids)}))
+                .map_err(|e| e.kind()),
+            "replace_configs" => m
+                .replace_configs(
+                    session,
+                    op.get("session_config").cloned(),
+                    op.get("runtime_config").cloned(),
+                )
+                .map(|g| json!({"config_generation": g}))
+                .map_err(|e| e.kind()),
+            _ => return Err(bad(format!("unknown op {name:?}"))),
+        })
+    }
+
+    fn by_fence(
+        &mut self,
+        name: &str,
+        f: &Fence,
+        op: &Map<String, Value>,
+    ) -> Result<Outcome, ParseError> {
+        let m = &mut self.manager;
+        let null = |r: Result<(), duplex_std::Error>| r.map(|()| Value::Null).map_err(|e| e.kind());
+        Ok(match name {
+            "touch" => {
+                let name = str_of(field(op, "activity")?, "activity")?;
+                let activity = Activity::parse(name)
+                    .ok_or_else(|| bad(format!("unknown activity {name:?}")))?;
+                null(m.touch(f, activity))
+            }
+            "detach" => null(m.detach(f)),
+            "resume" => m
+                .resume(
+                    f,
+                    u64_of(field(op, "expected_generation")?, "expected_generation")?,
+                )
+                .map(|g| json!({"generation": g}))
+                .map_err(|e| e.kind()),
+            "begin_op" => {
+                null(m.begin_operation(f, str_of(field(op, "operation_id")?, "operation_id")?))
+            }
+            "end_op" => {
+                null(m.end_operation(f, str_of(field(op, "operation_id")?, "operation_id")?))
+            }
+            "append" => m
+                .append(f, mode_of(field(op, "mode")?)?)
+                .map(appended_json)
+                .map_err(|e| e.kind()),
+            "prepare_append" => {
+                let handle = str_of(field(op, "handle")?, "handle")?.to_owned();
+                match m.prepare_append(f, mode_of(field(op, "mode")?)?) {
+                    Ok(r) => {
+                        let out = appended_json(r.update());
+                        self.handles.insert(handle, r);
+                        Ok(out)
+                    }
+                    Err(e) => Err(e.kind()),
+                }
+            }
+            "completed" => {
+                let final_ = bool_of(field(op, "final")?, "final")?;
+                let mode = mode_of(field(op, "mode")?)?;
+                m.completed(
+                    f,
+                    str_of(field(op, "operation_id")?, "operation_id")?,
+                    mode,
+                    final_,
+                )
+                .map(|r| json!({"results": r}))
+                .map_err(|e| e.kind())
+            }
+            "record_completed" => {
+                let results = field(op, "results")?
+                    .as_array()
+                    .ok_or_else(|| bad("`results` must be an array of integers"))?
+                    .iter()
+                    .map(|v| {
+                        v.as_i64()
+                            .ok_or_else(|| bad(format!("stage result {v} is not an integer")))
+                    })
+                    .collect::<Result<Vec<i64>, _>>()?;
+                let final_ = bool_of(field(op, "final")?, "final")?;
+                let mode = mode_of(field(op, "mode")?)?;
+                null(m.record_completed(
+                    f,
+                    str_of(field(op, "operation_id")?, "operation_id")?,
+                    mode,
+                    final_,
+                    &results,
+                ))
+            }
+            "reserve" | "bind" => {
+                let stage = u64_of(field(op, "stage")?, "stage")?;
+                let stage = u32::try_from(stage)
+                    .map_err(|_| bad(format!("stage {stage} does not fit in u32")))?;
+                let request = str_of(field(op, "request_id")?, "request_id")?;
+                if name == "reserve" {
+                    null(m.reserve(f, stage, request))
+                } else {
+                    null(m.bind(f, stage, request))
+                }
+            }
+            "release_fence" => m
+                .release_fence(f)
+                .map(|ids| json!({"ids": ids_json(&ids)}))
+                .map_err(|e| e.kind()),
+            "accept_fence" => null(m.accept_fence(f)),
+            "begin_close" => null(m.begin_close(f, reason_of(op)?)),
+            _ => return Err(bad(format!("unknown op {name:?}"))),
+        })
+    }
+}
+
+/// One line whose outcome differed from its expectation, or could not run.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// 1-based line number.
+    pub line: usize,
+    /// The op name (or `?`).
+    pub op: String,
+    /// The expected outcome, as JSON text.
+    pub expected: String,
+    /// The actual outcome, or the parse error.
+    pub actual: String,
+}
+
+/// Runs one trace's text; returns the failing lines (empty: the trace passed).
+pub fn run_trace(text: &str) -> Vec<Failure> {
+    let mut runner = Runner::new();
+    let mut failures = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fail = |op: &str, expected: String, actual: String| Failure {
+            line: i + 1,
+            op: op.to_owned(),
+            expected,
+            actual,
+        };
+        let op: Map<String, Value> = match serde_json::from_str(line) {
+            Ok(Value::Object(map)) => map,
+            Ok(other) => {
+                failures.push(fail(
+                    "?",
+                    "a JSON object".into(),
+                    format!("cannot parse: {other}"),
+                ));
+                continue;
+            }
+            Err(e) => {
+                failures.push(fail(
+                    "?",
+                    "a JSON object".into(),
+                    format!("cannot parse: {e}"),
+                ));
+                continue;
+            }
+        };
+        let name = op
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        let expected = op.get("expect").cloned();
+        match runner.run(&op) {
+            Err(e) => failures.push(fail(
+                &name,
+                expected.map_or_else(|| "-".into(), |v| v.to_string()),
+                format!("cannot run: {e}"),
+            )),
+            Ok(None) => {}
+            Ok(Some(outcome)) => {
+                let actual = match outcome {
+                    Ok(v) => json!({ "ok": v }),
+                    Err(kind) => json!({ "error": kind.as_str() }),
+                };
+                match expected {
+                    Some(want) if want == actual => {}
+                    Some(want) => failures.push(fail(&name, want.to_string(), actual.to_string())),
+                    None => {
+                        failures.push(fail(&name, "an `expect` field".into(), actual.to_string()))
+                    }
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// Expands paths (files, or folders of `*.jsonl`) into sorted trace files.
+///
+/// # Errors
+///
+/// An I/O error naming the path that could not be read.
+pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let entries =
+                std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else if path.exists() {
+            files.push(path.clone());
+        } else {
+            return Err(format!("{}: no such file or folder", path.display()));
+        }
+    }
+    Ok(files)
+}
+
+/// Runs every trace file; returns `(passed, failed)` and writes a report of
+/// each failing line to `out`.
+///
+/// # Errors
+///
+/// A trace file that cannot be read.
+pub fn run_files(
+    files: &[PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<(usize, usize), String> {
+    let (mut passed, mut failed) = (0, 0);
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let failures = run_trace(&text);
+        if failures.is_empty() {
+            passed += 1;
+        } else {
+            failed += 1;
+            for f in failures {
+                let _ = writeln!(
+                    out,
+                    "{}:{}: op {}\n  expected {}\n  actual   {}",
+                    display(file),
+                    f.line,
+                    f.op,
+                    f.expected,
+                    f.actual
+                );
+            }
+        }
+    }
+    Ok((passed, failed))
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}

@@ -1,0 +1,7 @@
+//! Test support for duplex-session: the conformance runner behind the
+//! `duplex-conformance` binary and the conformance test.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod conformance;
