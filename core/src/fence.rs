@@ -36,7 +36,7 @@ pub struct Position {
 /// ```
 /// use duplex_core::{Fence, Id, Stamp};
 ///
-/// let f = Fence::new(Id::new("s")?, 3).with_epoch(1);
+/// let f: Fence = Fence::new(Id::new("s")?, 3).with_epoch(1);
 /// assert_eq!(f.stamp(), Stamp { incarnation: 3, epoch: 1, turn: 0, response: 0 });
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
@@ -70,7 +70,7 @@ impl fmt::Display for Stamp {
 /// ```
 /// use duplex_core::{Fence, Id};
 ///
-/// let f = Fence::new(Id::new("s1")?, 0).with_epoch(2).with_turn(5).with_response(1);
+/// let f: Fence = Fence::new(Id::new("s1")?, 0).with_epoch(2).with_turn(5).with_response(1);
 /// assert_eq!(f.session.as_str(), "s1");
 /// assert_eq!((f.epoch, f.turn, f.response), (2, 5, 1));
 /// # Ok::<(), duplex_core::Error>(())

@@ -40,6 +40,9 @@ mod error;
 mod manager;
 mod timers;
 
+#[cfg(feature = "sim")]
+pub mod sim;
+
 pub use any::{AnySession, Snapshot, Typed};
 pub use clock::MonotonicClock;
 pub use error::Error;

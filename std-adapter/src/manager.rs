@@ -306,6 +306,14 @@ impl<
             })
     }
 
+    /// The session in an occupied slot (slots reached through the index or
+    /// the deadline heap are always occupied).
+    fn any(&self, slot: u32) -> &AnySession<SC, RC, R, B, D, A, L, K> {
+        self.slots[slot as usize]
+            .as_deref()
+            .expect("indexed slots hold a session")
+    }
+
     fn inner(&mut self, slot: u32) -> &mut Inner<SC, RC, R, B, D, A, L, K> {
         &mut self.slots[slot as usize]
             .as_mut()
@@ -722,11 +730,9 @@ impl<
         fence: Option<&Fence<L>>,
     ) -> Result<RequestIds<L, R>, Error<L>> {
         let slot = self.slot_of(session)?;
-        let inner = &self.slots[slot as usize]
-            .as_ref()
-            .expect("indexed slots hold a session")
-            .inner;
-        Ok(any_state!(inner, s => s.stage_request_ids(fence).take(R).cloned().collect()))
+        Ok(
+            any_state!(&self.any(slot).inner, s => s.stage_request_ids(fence).take(R).cloned().collect()),
+        )
     }
 
     /// Unique request ids of the resources (optionally at exactly `fence`,
@@ -744,11 +750,9 @@ impl<
         submitted: Option<bool>,
     ) -> Result<RequestIds<L, R>, Error<L>> {
         let slot = self.slot_of(session)?;
-        let inner = &self.slots[slot as usize]
-            .as_ref()
-            .expect("indexed slots hold a session")
-            .inner;
-        Ok(any_state!(inner, s => s.resource_request_ids(fence, submitted).cloned().collect()))
+        Ok(
+            any_state!(&self.any(slot).inner, s => s.resource_request_ids(fence, submitted).cloned().collect()),
+        )
     }
 
     /// Drops the bindings and resources with these request ids.
@@ -1064,9 +1068,7 @@ impl<
             if key > now {
                 break;
             }
-            let session = self.slots[slot as usize]
-                .as_deref()
-                .expect("scheduled slots hold a session");
+            let session = self.any(slot);
             match session.deadline() {
                 None => {
                     self.timers.remove(slot);
@@ -1147,9 +1149,7 @@ impl<
     /// ```
     pub fn next_deadline(&mut self) -> Option<Instant> {
         while let Some((key, slot)) = self.timers.peek() {
-            let session = self.slots[slot as usize]
-                .as_deref()
-                .expect("scheduled slots hold a session");
+            let session = self.any(slot);
             match session.deadline() {
                 None => self.timers.remove(slot),
                 Some(deadline) if deadline > key => self.timers.set(slot, deadline),

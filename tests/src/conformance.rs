@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use duplex_core::{
     Activity, Appended, Clock, CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant,
-    LeaseConfig, ManualClock, Modes, OpenOptions, Reservation, StateKind,
+    LeaseConfig, ManualClock, Modes, OpenOptions, RequestIds, Reservation, StateKind,
 };
 use duplex_std::{ManagerConfig, SessionManager, Snapshot};
 use serde_json::{json, Map, Value};
@@ -177,6 +177,10 @@ impl Default for Runner {
 
 impl Runner {
     /// A runner with a default manager at time zero.
+    ///
+    /// # Panics
+    ///
+    /// Never: the default manager configuration is valid.
     pub fn new() -> Self {
         let clock = SharedClock::default();
         let manager = Manager::new(clock.clone(), ManagerConfig::default())
@@ -325,7 +329,7 @@ impl Runner {
             _ => match fence_of(field(op, "fence")?)? {
                 None => {
                     // Still reject unknown ops and malformed fields.
-                    self.check_known(name)?;
+                    Self::check_known(name)?;
                     UNKNOWN
                 }
                 Some(fence) => self.by_fence(name, &fence, op)?,
@@ -334,7 +338,7 @@ impl Runner {
         Ok(Some(outcome))
     }
 
-    fn check_known(&self, name: &str) -> Result<(), ParseError> {
+    fn check_known(name: &str) -> Result<(), ParseError> {
         const BY_FENCE: [&str; 14] = [
             "touch",
             "detach",
@@ -441,7 +445,7 @@ impl Runner {
                     // A filter fence whose id names no session matches nothing.
                     Some(None) => m
                         .stage_request_ids(session, None)
-                        .map(|_| Default::default()),
+                        .map(|_| RequestIds::new()),
                     Some(Some(f)) if name == "stage_ids" => m.stage_request_ids(session, Some(&f)),
                     None if name == "stage_ids" => m.stage_request_ids(session, None),
                     filter => {
@@ -643,7 +647,7 @@ pub fn run_trace(text: &str) -> Vec<Failure> {
                     Some(want) if want == actual => {}
                     Some(want) => failures.push(fail(&name, want.to_string(), actual.to_string())),
                     None => {
-                        failures.push(fail(&name, "an `expect` field".into(), actual.to_string()))
+                        failures.push(fail(&name, "an `expect` field".into(), actual.to_string()));
                     }
                 }
             }

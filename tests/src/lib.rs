@@ -5,3 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[doc = include_str!("../../README.md")]
+pub mod readme {}

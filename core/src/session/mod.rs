@@ -119,8 +119,9 @@ impl<SC, RC> OpenOptions<SC, RC> {
 /// the type.
 ///
 /// Type parameters (defaults are the conformance profile):
-/// - `S`: the state, one of [`Open`](crate::Open), [`Detached`](crate::Detached),
-///   [`Closing`](crate::Closing), [`Closed`](crate::Closed);
+/// - `S`: the state, one of [`Open`](crate::Open) (the default),
+///   [`Detached`](crate::Detached), [`Closing`](crate::Closing),
+///   [`Closed`](crate::Closed);
 /// - `SC`, `RC`: the opaque session and runtime configurations;
 /// - `R` request resources (8), `B` stage bindings (4), `D` completed appends
 ///   (8), `A` active operations (4), `L` id bytes (32), `K` stage results per
@@ -155,7 +156,7 @@ impl<SC, RC> OpenOptions<SC, RC> {
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Session<
-    S,
+    S = state::Open,
     SC = (),
     RC = (),
     const R: usize = 8,

@@ -116,9 +116,12 @@ pub struct Open;
 /// disconnect grace. Client input is refused; engine work in flight may end.
 ///
 /// ```
-/// # use duplex_core::{Detached, Instant};
-/// let d = Detached::new(Instant::from_millis(5));
-/// assert_eq!(d.since(), Instant::from_millis(5));
+/// # use duplex_core::*;
+/// let f = Fence::new(Id::new("s")?, 0);
+/// let s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// let d: Session<Detached> = s.detach(&f, Instant::from_millis(5)).unwrap();
+/// assert_eq!(d.state().since(), Instant::from_millis(5));
+/// # Ok::<(), Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -142,10 +145,7 @@ impl Detached {
 /// Type-level state: irreversibly closing. The session still counts for
 /// admission and keeps its resources until finalized, so cleanup can retry.
 ///
-/// ```
-/// # use duplex_core::{Closing, CloseReason};
-/// # fn show(c: &Closing) { let _ = c.reason(); }
-/// ```
+/// See [`Closing::reason`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Closing {

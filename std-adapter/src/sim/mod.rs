@@ -1,0 +1,693 @@
+//! The load-and-fault simulator behind `duplex-sim` (feature `sim`).
+//!
+//! Deterministic and seeded, in virtual time through a [`ManualClock`]: many
+//! simulated voice clients drive one [`SessionManager`] the way a voice host
+//! would: open, stream 20 ms audio chunks with operation ids (recording
+//! completed appends), bind stage requests per model response, barge in,
+//! go quiet, disconnect and resume, close. A host loop reaps expired
+//! sessions, cleans their requests up (sometimes failing once and retrying)
+//! and finalizes them. Faults are injected on request ([`Faults`]), and a
+//! checker verifies every step against the session rules (see [`Report`]).
+//!
+//! ```
+//! use duplex_std::sim::{run, Faults, SimConfig};
+//!
+//! let config = SimConfig { sessions: 20, max_sessions: 16, duration_s: 5, faults: Faults::ALL, ..SimConfig::default() };
+//! let report = run(&config, |_, _| {});
+//! assert_eq!((report.violations, report.leaked), (0, 0));
+//! assert!(report.appends > 0);
+//! ```
+
+mod client;
+mod ledger;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant as WallInstant;
+
+use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, ManualClock, OpenOptions};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::{ManagerConfig, SessionManager};
+use client::Client;
+use ledger::Ledger;
+
+/// Virtual time per simulation step: one 20 ms audio chunk.
+pub const STEP_MS: u64 = 20;
+/// Idle TTL of simulated sessions.
+pub const IDLE_TTL: Duration = Duration::from_millis(8_000);
+/// Disconnect grace of simulated sessions.
+pub const GRACE: Duration = Duration::from_millis(2_000);
+
+/// One injectable fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// A delivery is retried with the same operation id.
+    Duplicate,
+    /// An append arrives from a cancelled epoch or a previous incarnation.
+    LateAppend,
+    /// A barge-in cancel is delivered again, late and out of order.
+    ReorderedCancel,
+    /// A resume carries a stale lease generation.
+    StaleResume,
+    /// A second connection takes the session over; the first one's token
+    /// goes stale.
+    Takeover,
+    /// Clients vanish without closing and must be reaped by idle expiry.
+    Vanish,
+    /// Bursts of opens above `max_sessions`.
+    Burst,
+    /// Stage cleanup fails once and is retried before finalize; engine
+    /// request failures close their session through `close_for_requests`.
+    CleanupFailure,
+}
+
+impl Fault {
+    /// Every fault, in flag order.
+    pub const ALL: [Fault; 8] = [
+        Fault::Duplicate,
+        Fault::LateAppend,
+        Fault::ReorderedCancel,
+        Fault::StaleResume,
+        Fault::Takeover,
+        Fault::Vanish,
+        Fault::Burst,
+        Fault::CleanupFailure,
+    ];
+
+    /// The name used by `--faults`.
+    ///
+    /// ```
+    /// # use duplex_std::sim::Fault;
+    /// assert_eq!(Fault::LateAppend.name(), "late");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            Fault::Duplicate => "duplicate",
+            Fault::LateAppend => "late",
+            Fault::ReorderedCancel => "reorder",
+            Fault::StaleResume => "stale-resume",
+            Fault::Takeover => "takeover",
+            Fault::Vanish => "vanish",
+            Fault::Burst => "burst",
+            Fault::CleanupFailure => "cleanup-fail",
+        }
+    }
+}
+
+/// A set of faults.
+///
+/// ```
+/// use duplex_std::sim::{Fault, Faults};
+///
+/// let f: Faults = "late,burst".parse()?;
+/// assert!(f.has(Fault::Burst) && !f.has(Fault::Vanish));
+/// assert_eq!("all".parse::<Faults>()?, Faults::ALL);
+/// assert!("sneeze".parse::<Faults>().is_err());
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Faults {
+    bits: u16,
+}
+
+impl Faults {
+    /// No fault.
+    pub const NONE: Faults = Faults { bits: 0 };
+    /// Every fault.
+    pub const ALL: Faults = Faults {
+        bits: (1 << Fault::ALL.len()) - 1,
+    };
+
+    /// Whether `fault` is on.
+    ///
+    /// See the type-level example.
+    pub const fn has(self, fault: Fault) -> bool {
+        self.bits & (1 << fault as u16) != 0
+    }
+}
+
+impl FromStr for Faults {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => return Ok(Faults::NONE),
+            "all" => return Ok(Faults::ALL),
+            _ => {}
+        }
+        let mut bits = 0;
+        for name in s.split(',').map(str::trim) {
+            let fault = Fault::ALL
+                .into_iter()
+                .find(|f| f.name() == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+                    format!(
+                        "unknown fault {name:?}; expected none, all, or a list of: {}",
+                        known.join(", ")
+                    )
+                })?;
+            bits |= 1 << fault as u16;
+        }
+        Ok(Faults { bits })
+    }
+}
+
+impl fmt::Display for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Faults::ALL {
+            return f.write_str("all");
+        }
+        let names: Vec<&str> = Fault::ALL
+            .iter()
+            .filter(|x| self.has(**x))
+            .map(|x| x.name())
+            .collect();
+        f.write_str(if names.is_empty() { "none" } else { "" })?;
+        f.write_str(&names.join(","))
+    }
+}
+
+/// Simulation settings.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// RNG seed: the same seed replays the same run.
+    pub seed: u64,
+    /// Number of simulated clients (each opens many sessions over time).
+    pub sessions: usize,
+    /// The manager's admission limit.
+    pub max_sessions: usize,
+    /// Virtual duration in seconds (then every client closes or vanishes
+    /// and the host drains).
+    pub duration_s: u64,
+    /// Injected faults.
+    pub faults: Faults,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            sessions: 2_000,
+            max_sessions: 1_800,
+            duration_s: 120,
+            faults: Faults::ALL,
+        }
+    }
+}
+
+/// The first rule a run broke, with what is needed to replay it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The run's seed.
+    pub seed: u64,
+    /// The simulation step (20 ms each).
+    pub step: u64,
+    /// The session id.
+    pub session: String,
+    /// The operation.
+    pub operation: String,
+    /// What the rules expect.
+    pub expected: String,
+    /// What happened.
+    pub actual: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} step {} session {} operation {}: expected {}, actual {}",
+            self.seed, self.step, self.session, self.operation, self.expected, self.actual
+        )
+    }
+}
+
+/// What a run did and what the checker found.
+///
+/// The checker verifies, at every step and at the end: no operation with a
+/// stale fence is accepted; per session and epoch, `seq` rises by exactly
+/// one per accepted append; a retried operation id never applies twice;
+/// every reserved or submitted request id is released exactly once by the
+/// end (`leaked` counts those never released); admission is never exceeded;
+/// every session ends closed and the manager is empty.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Steps run (including the drain).
+    pub steps: u64,
+    /// Sessions opened.
+    pub sessions: u64,
+    /// Appends accepted.
+    pub appends: u64,
+    /// Retried deliveries answered from the completed-append cache.
+    pub duplicates: u64,
+    /// Stale operations refused (late appends, stale resumes, late cancels, taken-over connections).
+    pub stale_rejected: u64,
+    /// Sessions reaped by `collect_expired`.
+    pub expired: u64,
+    /// Barge-ins (cancels to the next epoch).
+    pub barge_ins: u64,
+    /// Resumes within grace.
+    pub resumed: u64,
+    /// Opens refused by admission (`capacity_exhausted`).
+    pub admission_refused: u64,
+    /// Sessions closed through `close_for_requests`.
+    pub request_cleanups: u64,
+    /// Cleanup attempts that failed and were retried.
+    pub cleanup_retries: u64,
+    /// Request ids reserved or bound.
+    pub requests: u64,
+    /// Request ids never released.
+    pub leaked: u64,
+    /// Rule violations found.
+    pub violations: u64,
+    /// The first violation, in detail.
+    pub first_violation: Option<Violation>,
+    /// Manager operations performed.
+    pub ops: u64,
+    /// Wall-clock seconds the run took.
+    pub wall_s: f64,
+}
+
+impl Report {
+    /// Manager operations per wall-clock second.
+    ///
+    /// ```
+    /// # use duplex_std::sim::Report;
+    /// let r = Report { ops: 1_000, wall_s: 0.5, ..Report::default() };
+    /// assert_eq!(r.ops_per_s(), 2_000);
+    /// ```
+    pub fn ops_per_s(&self) -> u64 {
+        if self.wall_s > 0.0 {
+            // Reporting only: rounding to whole operations is intended.
+            #[allow(clippy::cast_precision_loss, clippy::cast_sign_loss)]
+            let rate = (self.ops as f64 / self.wall_s).round() as u64;
+            rate
+        } else {
+            0
+        }
+    }
+
+    /// Whether the run broke no rule and leaked nothing.
+    ///
+    /// ```
+    /// # use duplex_std::sim::Report;
+    /// assert!(Report::default().is_clean());
+    /// ```
+    pub fn is_clean(&self) -> bool {
+        self.violations == 0 && self.leaked == 0
+    }
+
+    /// The one-line summary: `sim: sessions=N appends=N duplicates=N
+    /// stale_rejected=N expired=N leaked=N violations=N ops_per_s=N`.
+    ///
+    /// ```
+    /// # use duplex_std::sim::Report;
+    /// assert!(Report::default().summary_line().starts_with("sim: sessions=0 appends=0"));
+    /// ```
+    pub fn summary_line(&self) -> String {
+        format!(
+            "sim: sessions={} appends={} duplicates={} stale_rejected={} expired={} leaked={} violations={} ops_per_s={}",
+            self.sessions,
+            self.appends,
+            self.duplicates,
+            self.stale_rejected,
+            self.expired,
+            self.leaked,
+            self.violations,
+            self.ops_per_s()
+        )
+    }
+}
+
+pub(crate) type Manager<'c> = SessionManager<&'c ManualClock>;
+
+/// A closing session waiting for its engine cleanup before finalize.
+#[derive(Debug)]
+struct Pending {
+    session: Id,
+    fail_once: bool,
+}
+
+/// A cancel held back to be delivered late.
+#[derive(Debug)]
+struct LateCancel {
+    due: u64,
+    cancelled: Fence,
+    next: Fence,
+}
+
+/// Everything but the clients: manager, RNG, checker, counters.
+#[derive(Debug)]
+pub(crate) struct World<'c> {
+    pub(crate) config: SimConfig,
+    pub(crate) rng: ChaCha8Rng,
+    pub(crate) clock: &'c ManualClock,
+    pub(crate) m: Manager<'c>,
+    pub(crate) ledger: Ledger,
+    pub(crate) report: Report,
+    pub(crate) step: u64,
+    pending: Vec<Pending>,
+    late_cancels: Vec<LateCancel>,
+}
+
+impl World<'_> {
+    /// True with probability `p`.
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
+        // 53 random bits, as a uniform f64 in [0, 1).
+        #[allow(clippy::cast_precision_loss)]
+        let x = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        x < p
+    }
+
+    /// A uniform integer in `lo..hi`.
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.rng.next_u64() % (hi - lo).max(1)
+    }
+
+    pub(crate) fn fault(&mut self, fault: Fault, p: f64) -> bool {
+        self.config.faults.has(fault) && self.chance(p)
+    }
+
+    /// Records a rule violation (the first one in detail).
+    pub(crate) fn violation(
+        &mut self,
+        session: &str,
+        operation: &str,
+        expected: &str,
+        actual: impl fmt::Display,
+    ) {
+        self.report.violations += 1;
+        if self.report.first_violation.is_none() {
+            self.report.first_violation = Some(Violation {
+                seed: self.config.seed,
+                step: self.step,
+                session: session.to_owned(),
+                operation: operation.to_owned(),
+                expected: expected.to_owned(),
+                actual: actual.to_string(),
+            });
+        }
+    }
+
+    /// Counts one manager operation.
+    pub(crate) fn op(&mut self) {
+        self.report.ops += 1;
+    }
+
+    pub(crate) fn open_options() -> OpenOptions {
+        let lease = LeaseConfig::new(Some(IDLE_TTL), GRACE).expect("simulation lease is valid");
+        OpenOptions::default()
+            .modes(duplex_core::Modes::only(client::AUDIO))
+            .lease(lease)
+    }
+
+    /// Checks admission after anything that can add a session.
+    pub(crate) fn check_admission(&mut self, session: &str) {
+        if self.m.len() > self.config.max_sessions {
+            let len = self.m.len();
+            self.violation(
+                session,
+                "open",
+                &format!("at most {} sessions", self.config.max_sessions),
+                len,
+            );
+        }
+    }
+
+    pub(crate) fn schedule_late_cancel(&mut self, cancelled: Fence, next: Fence) {
+        let due = self.step + self.range(1, 25);
+        self.late_cancels.push(LateCancel {
+            due,
+            cancelled,
+            next,
+        });
+    }
+
+    /// A session moved to Closing by the host: clean up, then finalize.
+    pub(crate) fn cleanup_later(&mut self, session: Id) {
+        let fail_once = self.fault(Fault::CleanupFailure, 0.3);
+        self.pending.push(Pending { session, fail_once });
+    }
+
+    /// The host's reaper: runs when the earliest deadline has come.
+    fn reap(&mut self) {
+        self.op();
+        match self.m.next_deadline() {
+            Some(t) if t <= self.clock.now() => {}
+            _ => return,
+        }
+        self.op();
+        for record in self.m.collect_expired(&[]) {
+            self.report.expired += 1;
+            for id in record.submitted.iter().chain(&record.reserved) {
+                if !self.ledger.is_held(id.as_str()) {
+                    let session = record.session.to_string();
+                    self.violation(
+                        &session,
+                        "collect_expired",
+                        "only held request ids",
+                        format!("{id} (not held)"),
+                    );
+                }
+            }
+            self.cleanup_later(record.session);
+        }
+    }
+
+    /// Engine failure: a request of a responding client fails, and its
+    /// session is closed for cleanup.
+    pub(crate) fn fail_request(&mut self, session: &str, request: &str) {
+        self.op();
+        let closing = self.m.close_for_requests(&[request]);
+        match closing.as_slice() {
+            [(id, ids)] if id.as_str() == session && ids.iter().any(|i| i.as_str() == request) => {
+                self.report.request_cleanups += 1;
+                let id = id.clone();
+                if !self.pending.iter().any(|p| p.session == id) {
+                    self.cleanup_later(id);
+                }
+            }
+            other => {
+                let got: Vec<String> = other.iter().map(|(s, _)| s.to_string()).collect();
+                self.violation(
+                    session,
+                    "close_for_requests",
+                    "exactly the owning session",
+                    format!("{got:?}"),
+                );
+            }
+        }
+    }
+
+    /// Finalizes closing sessions whose cleanup went through.
+    fn finalize_pending(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain_mut(|p| {
+            if p.fail_once {
+                p.fail_once = false;
+                self.report.cleanup_retries += 1;
+                return true;
+            }
+            self.op();
+            match self.m.finalize(&p.session) {
+                Ok(ids) => {
+                    self.released(p.session.as_str(), "finalize", ids.iter().map(Id::as_str))
+                }
+                Err(e) => self.violation(p.session.as_str(), "finalize", "a closing session", e),
+            }
+            false
+        });
+        pending.append(&mut self.pending);
+        self.pending = pending;
+    }
+
+    fn deliver_late_cancels(&mut self, all: bool) {
+        let step = self.step;
+        let mut due = Vec::new();
+        self.late_cancels.retain(|c| {
+            let now = all || c.due <= step;
+            if now {
+                due.push((c.cancelled.clone(), c.next.clone()));
+            }
+            !now
+        });
+        for (cancelled, next) in due {
+            self.op();
+            match self.m.cancel(&cancelled, &next) {
+                // Already released by the first delivery: nothing comes back.
+                Ok(ids) if ids.is_empty() => self.report.stale_rejected += 1,
+                Ok(ids) => self.released(
+                    cancelled.session.as_str(),
+                    "late cancel",
+                    ids.iter().map(Id::as_str),
+                ),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::FenceMismatch
+                            | ErrorKind::UnknownSession
+                            | ErrorKind::WrongState
+                    ) =>
+                {
+                    self.report.stale_rejected += 1;
+                }
+                Err(e) => self.violation(
+                    cancelled.session.as_str(),
+                    "late cancel",
+                    "ignored or refused",
+                    e,
+                ),
+            }
+        }
+    }
+
+    /// Marks request ids released; each id exactly once.
+    pub(crate) fn released<'a>(
+        &mut self,
+        session: &str,
+        operation: &str,
+        ids: impl Iterator<Item = &'a str>,
+    ) {
+        for id in ids {
+            if let Err(why) = self.ledger.release(id) {
+                self.violation(
+                    session,
+                    operation,
+                    "each request id released exactly once",
+                    why,
+                );
+            }
+        }
+    }
+
+    /// Opens above capacity: everything beyond `max_sessions` must be refused.
+    fn burst(&mut self) {
+        let extra = self.config.max_sessions.saturating_sub(self.m.len()) + 4;
+        let mut admitted = Vec::new();
+        for k in 0..extra {
+            let Ok(id) = Id::new(&format!("burst-{}-{k}", self.step)) else {
+                continue;
+            };
+            let fence = Fence::new(id, 0);
+            self.op();
+            match self.m.open(fence.clone(), Self::open_options()) {
+                Ok(()) => {
+                    self.report.sessions += 1;
+                    self.check_admission(fence.session.as_str());
+                    admitted.push(fence);
+                }
+                Err(e) if e.kind() == ErrorKind::CapacityExhausted => {
+                    self.report.admission_refused += 1
+                }
+                Err(e) => self.violation(
+                    fence.session.as_str(),
+                    "open (burst)",
+                    "ok or capacity_exhausted",
+                    e,
+                ),
+            }
+        }
+        for fence in admitted {
+            self.op();
+            if let Err(e) = self.m.close(&fence, duplex_core::CloseReason::ClientClose) {
+                self.violation(fence.session.as_str(), "close (burst)", "closed", e);
+            }
+        }
+    }
+}
+
+/// Runs a simulation; `progress(step, total)` is called every 50 steps.
+///
+/// # Panics
+///
+/// Only on a manager configuration the simulation itself rejects
+/// (`max_sessions` of zero).
+pub fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Report {
+    let started = WallInstant::now();
+    let clock = ManualClock::default();
+    let manager_config = ManagerConfig {
+        max_sessions: Some(config.max_sessions.max(1)),
+        completed_append_limit: None,
+    };
+    let mut world = World {
+        config: config.clone(),
+        rng: ChaCha8Rng::seed_from_u64(config.seed),
+        clock: &clock,
+        m: SessionManager::new(&clock, manager_config).expect("simulation manager config is valid"),
+        ledger: Ledger::default(),
+        report: Report {
+            seed: config.seed,
+            ..Report::default()
+        },
+        step: 0,
+        pending: Vec::new(),
+        late_cancels: Vec::new(),
+    };
+    let mut clients: Vec<Client> = (0..config.sessions)
+        .map(|i| Client::new(i, &mut world))
+        .collect();
+    let total = config.duration_s.saturating_mul(1_000) / STEP_MS;
+    while world.step < total {
+        world.step += 1;
+        clock.advance(Duration::from_millis(STEP_MS));
+        for c in &mut clients {
+            c.step(&mut world);
+        }
+        world.reap();
+        world.finalize_pending();
+        world.deliver_late_cancels(false);
+        if world.step % 500 == 0 && world.config.faults.has(Fault::Burst) {
+            world.burst();
+        }
+        if world.step % 50 == 0 {
+            progress(world.step, total);
+        }
+    }
+    drain(&mut world, &mut clients);
+    world.report.steps = world.step;
+    world.report.requests = world.ledger.len() as u64;
+    world.report.leaked = world.ledger.unreleased() as u64;
+    world.report.wall_s = started.elapsed().as_secs_f64();
+    progress(total, total);
+    world.report
+}
+
+/// The end: clients still connected close; vanished ones are reaped by
+/// expiry; the host finalizes everything; the manager must end empty.
+fn drain(world: &mut World<'_>, clients: &mut [Client]) {
+    for c in clients.iter_mut() {
+        c.finish(world);
+    }
+    world.deliver_late_cancels(true);
+    // Let every remaining lease run out, then reap and finalize until done.
+    let horizon = IDLE_TTL.as_millis() + GRACE.as_millis();
+    for _ in 0..=(horizon / STEP_MS) {
+        world.step += 1;
+        world.clock.advance(Duration::from_millis(STEP_MS));
+        world.reap();
+        world.finalize_pending();
+    }
+    while !world.pending.is_empty() {
+        world.step += 1;
+        world.finalize_pending();
+    }
+    if !world.m.is_empty() {
+        let left: Vec<String> = world
+            .m
+            .session_ids()
+            .take(5)
+            .map(ToString::to_string)
+            .collect();
+        let n = world.m.len();
+        world.violation(
+            &left.join(","),
+            "end of run",
+            "an empty manager (every session closed)",
+            format!("{n} sessions left"),
+        );
+    }
+}
