@@ -18,8 +18,9 @@ pub type Typed<
     const K: usize,
 > = Session<S, SC, RC, R, B, D, A, L, K>;
 
-/// The state-tagged session. `Moving` exists only for the instant of an
-/// in-place transition and is never observable from outside this crate.
+/// The state-tagged session. `Vacant` marks a free slot of the manager (its
+/// allocation is kept for the next open) and a session mid-transition; it
+/// is never observable from outside this crate.
 #[derive(Debug)]
 pub(crate) enum Inner<
     SC,
@@ -34,7 +35,7 @@ pub(crate) enum Inner<
     Open(Typed<Open, SC, RC, R, B, D, A, L, K>),
     Detached(Typed<Detached, SC, RC, R, B, D, A, L, K>),
     Closing(Typed<Closing, SC, RC, R, B, D, A, L, K>),
-    Moving,
+    Vacant,
 }
 
 /// A session that is `Open`, `Detached` or `Closing` (a `Closed` session has
@@ -149,7 +150,7 @@ macro_rules! any_state {
             Inner::Open($s) => $body,
             Inner::Detached($s) => $body,
             Inner::Closing($s) => $body,
-            Inner::Moving => unreachable!("a session is observed mid-transition"),
+            Inner::Vacant => unreachable!("a vacant slot is never observed"),
         }
     };
 }
@@ -203,7 +204,7 @@ impl<
         match &self.inner {
             Inner::Open(s) => s.deadline(),
             Inner::Detached(s) => s.deadline(),
-            Inner::Closing(_) | Inner::Moving => None,
+            Inner::Closing(_) | Inner::Vacant => None,
         }
     }
 
@@ -225,7 +226,7 @@ impl<
             Inner::Open(s) => snapshot_of(s, None, None),
             Inner::Detached(s) => snapshot_of(s, Some(s.state().since()), None),
             Inner::Closing(s) => snapshot_of(s, None, Some(s.state().reason())),
-            Inner::Moving => unreachable!("a session is observed mid-transition"),
+            Inner::Vacant => unreachable!("a vacant slot is never observed"),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Operations of live sessions (`Open` or `Detached`): engine-side work that
 //! may finish after the client has gone.
 
-use super::state::{Closing, Live};
+use super::state::{Closed, Closing, Live};
 use super::Session;
 use crate::append::{Appended, Reservation};
 use crate::error::{Error, FenceRule, Rejected};
@@ -402,6 +402,40 @@ impl<
             });
         }
         Ok(self.close_now(reason))
+    }
+
+    /// Closes in one step (`begin_close` then `finalize`): accepts `fence`,
+    /// records `reason`, bumps the lease generation and returns the closed
+    /// session with every request id it held, now released.
+    ///
+    /// # Errors
+    ///
+    /// The unchanged session with [`Error::FenceMismatch`].
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(0, &Id::new("llm")?, &f)?;
+    /// let (closed, ids) = s.close(&f, CloseReason::ClientClose).unwrap();
+    /// assert_eq!((closed.lease_generation(), ids.len()), (1, 1));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn close(
+        mut self,
+        fence: &Fence<L>,
+        reason: CloseReason,
+    ) -> Result<(Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>), Rejected<Self>> {
+        if let Err(error) = self.accept_fence(fence) {
+            return Err(Rejected {
+                error,
+                session: self,
+            });
+        }
+        self.lease.mark_closing();
+        let ids = self.requests.drain();
+        self.completed.clear();
+        Ok((self.into_state(Closed::new(reason)), ids))
     }
 
     /// Closes the session if its lease is due at `now` (grace first, then

@@ -1,0 +1,141 @@
+//! Criterion generates undocumented functions.
+#![allow(missing_docs)]
+//! Criterion benchmarks, one per workload of `shared/reference/seed_bench.py`
+//! (same ids, same work), plus the expiry-scaling series.
+//!
+//! `cargo bench -p duplex-std --bench runtime`
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use duplex_core::{
+    Activity, CloseReason, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock, Modes,
+    OpenOptions, Session,
+};
+use duplex_std::{ManagerConfig, SessionManager};
+
+const MODE: InputMode = InputMode::AppendAudioChunk;
+
+fn id(s: &str) -> Id {
+    Id::new(s).expect("bench ids are valid")
+}
+
+fn options() -> OpenOptions {
+    OpenOptions::default().modes(Modes::only(MODE)).lease(
+        LeaseConfig::new(
+            Some(duplex_core::Duration::from_millis(300_000)),
+            duplex_core::Duration::from_millis(30_000),
+        )
+        .expect("valid"),
+    )
+}
+
+fn open_session() -> (Session, Fence) {
+    let fence = Fence::new(id("session-0"), 0);
+    let session = Session::open(fence.clone(), options(), Instant::ZERO).expect("opens");
+    (session, fence)
+}
+
+fn session_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("session");
+
+    let (mut s, f) = open_session();
+    g.bench_function("append_input", |b| {
+        b.iter(|| black_box(s.append(MODE, black_box(&f)).expect("append")));
+    });
+
+    let (mut s, f) = open_session();
+    g.bench_function("touch", |b| {
+        b.iter(|| {
+            s.touch(black_box(&f), Activity::Heartbeat, Instant::ZERO)
+                .expect("touch")
+        });
+    });
+
+    let (mut s, f) = open_session();
+    let (r0, r1) = (id("req-stage0"), id("req-stage1"));
+    let both = [r0.as_str(), r1.as_str()];
+    g.bench_function("bind_release", |b| {
+        b.iter(|| {
+            s.bind(0, &r0, &f).expect("bind 0");
+            s.bind(1, &r1, &f).expect("bind 1");
+            s.release(black_box(&both));
+        });
+    });
+
+    let (mut s, f) = open_session();
+    for i in 0..8 {
+        s.record_completed(&id(&format!("op-{i}")), &f, MODE, false, &[i])
+            .expect("record");
+    }
+    let op3 = id("op-3");
+    g.bench_function("completed_hit", |b| {
+        b.iter(|| {
+            black_box(
+                s.completed(black_box(&op3), &f, MODE, false)
+                    .expect("lookup")
+                    .is_some(),
+            )
+        });
+    });
+    g.finish();
+}
+
+type Manager = SessionManager<ManualClock>;
+
+fn manager_with(n: usize) -> Manager {
+    let mut m =
+        Manager::new(ManualClock::new(Instant::ZERO), ManagerConfig::default()).expect("manager");
+    for i in 0..n {
+        m.open(Fence::new(id(&format!("session-{i}")), 0), options())
+            .expect("open");
+    }
+    m
+}
+
+fn manager_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("manager");
+
+    let mut m = manager_with(0);
+    let churn = id("churn");
+    let mut incarnation = 0u64;
+    g.bench_function("open_close", |b| {
+        b.iter(|| {
+            incarnation += 1;
+            let f = Fence::new(churn.clone(), incarnation);
+            m.open(f.clone(), options()).expect("open");
+            black_box(m.close(&f, CloseReason::ExplicitClose).expect("close"));
+        });
+    });
+
+    for (name, n) in [
+        ("collect_idle_1k", 1_000),
+        ("collect_idle_10k", 10_000),
+        ("collect_idle_100k", 100_000),
+    ] {
+        let mut m = manager_with(n);
+        g.bench_function(name, |b| b.iter(|| black_box(m.collect_expired(&[]))));
+    }
+
+    // The same 10k sessions after every one of them was touched later: the
+    // stale lower bounds come due once, are raised, and cost nothing after.
+    g.bench_function("collect_idle_10k_touched", |b| {
+        b.iter_batched_ref(
+            || {
+                let mut m = manager_with(10_000);
+                for i in 0..10_000 {
+                    let f = Fence::new(id(&format!("session-{i}")), 0);
+                    m.clock().advance(duplex_core::Duration::from_millis(1));
+                    m.touch(&f, Activity::Heartbeat).expect("touch");
+                }
+                m
+            },
+            |m| black_box(m.collect_expired(&[])),
+            BatchSize::LargeInput,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, session_benches, manager_benches);
+criterion_main!(benches);
