@@ -20,6 +20,10 @@ pub(crate) mod private {
     use crate::time::Instant;
 
     /// Seals the state traits: only this crate's markers are states.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a session state: the states are sealed inside duplex-core",
+        label = "not one of `Open`, `Detached`, `Closing`, `Closed`"
+    )]
     pub trait Sealed {
         /// Since when the client is detached, for grace expiry.
         fn detached_at(&self) -> Option<Instant>;

@@ -1,0 +1,90 @@
+//! Steady-state session operations do not allocate: measured with a
+//! counting global allocator (allocation-counter installs it for this test
+//! binary; counts are per thread, so parallel tests do not interfere).
+
+use allocation_counter::measure;
+use duplex_core::{
+    Activity, Fence, Id, InputMode, Instant, ManualClock, Modes, OpenOptions, Session,
+};
+use duplex_std::{ManagerConfig, SessionManager};
+
+const AUDIO: InputMode = InputMode::AppendAudioChunk;
+
+fn id(s: &str) -> Id {
+    Id::new(s).expect("valid id")
+}
+
+#[test]
+fn typed_session_operations_do_not_allocate() {
+    let f0 = Fence::new(id("s"), 0);
+    let (r0, r1, op) = (id("req-0"), id("req-1"), id("op-1"));
+    let mut s: Session = Session::open(
+        f0.clone(),
+        OpenOptions::default().modes(Modes::only(AUDIO)),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let info = measure(|| {
+        for epoch in 0..100u64 {
+            let f = f0.clone().with_epoch(epoch);
+            let next = f.clone().with_epoch(epoch + 1);
+            s.append(AUDIO, &f).unwrap();
+            let r = s.prepare_append(AUDIO, &f).unwrap();
+            s.commit_append(&r).unwrap();
+            s.touch(&f, Activity::Heartbeat, Instant::from_millis(epoch))
+                .unwrap();
+            s.bind(0, &r0, &f).unwrap();
+            s.bind(1, &r1, &f).unwrap();
+            s.release(&[r1.as_str()]);
+            s.record_completed(&op, &f, AUDIO, false, &[1, 2]).unwrap();
+            assert!(s.completed(&op, &f, AUDIO, false).unwrap().is_some());
+            assert_eq!(s.cancel(&f, &next).unwrap().len(), 1);
+            assert_eq!(s.due(Instant::from_millis(epoch)), None);
+        }
+    });
+    assert_eq!(info.count_total, 0, "{info:?}");
+}
+
+#[test]
+fn manager_steady_state_does_not_allocate() {
+    let clock = ManualClock::new(Instant::ZERO);
+    let mut m: SessionManager<&ManualClock> =
+        SessionManager::new(&clock, ManagerConfig::default()).unwrap();
+    let fences: Vec<Fence> = (0..1_000)
+        .map(|i| Fence::new(id(&format!("s{i}")), 0))
+        .collect();
+    for f in &fences {
+        m.open(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
+            .unwrap();
+    }
+    // Warm up once so lazily sized scratch space exists.
+    assert!(m.collect_expired(&[]).is_empty());
+    let info = measure(|| {
+        for (i, f0) in fences.iter().enumerate() {
+            let f = f0.clone().with_epoch(1);
+            let next = f.clone().with_epoch(2);
+            m.append(&f, AUDIO).unwrap();
+            m.touch(&f, Activity::ModelOutput).unwrap();
+            m.bind(&f, 0, "llm").unwrap();
+            m.bind(&f, 1, "tts").unwrap();
+            m.release(&f.session, &["tts"]).unwrap();
+            m.record_completed(&f, "chunk", AUDIO, false, &[i64::try_from(i).unwrap()])
+                .unwrap();
+            assert!(m.completed(&f, "chunk", AUDIO, false).unwrap().is_some());
+            assert_eq!(m.cancel(&f, &next).unwrap().len(), 1);
+            assert!(m.collect_expired(&[]).is_empty());
+        }
+        assert!(m.next_deadline().is_some());
+    });
+    assert_eq!(info.count_total, 0, "{info:?}");
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    // Guards the two tests above against a counter that counts nothing.
+    let info = measure(|| {
+        let v: Vec<u8> = Vec::with_capacity(64);
+        std::hint::black_box(v);
+    });
+    assert_eq!(info.count_total, 1);
+}

@@ -1,0 +1,13 @@
+// SPEC §5: closing is irreversible; a Closing session cannot be resumed.
+use duplex_core::*;
+
+fn open() -> (Session<Open>, Fence) {
+    let f = Fence::new(Id::new("s").unwrap(), 0);
+    (Session::open(f.clone(), OpenOptions::default(), Instant::ZERO).unwrap(), f)
+}
+
+fn main() {
+    let (s, f) = open();
+    let c = s.begin_close(&f, CloseReason::ClientClose).unwrap();
+    c.resume(&f, 1, Instant::ZERO);
+}
