@@ -14,6 +14,8 @@ mod closing;
 mod live;
 mod open;
 pub(crate) mod state;
+#[cfg(test)]
+mod tests;
 
 use crate::append::Cursor;
 use crate::completed::Completed;

@@ -1,0 +1,585 @@
+//! A model-checking harness over the std manager: runs sequences of
+//! [`Op`]s and checks the invariants after every step. Shared by the
+//! property tests (readable generated scripts) and the fuzzer (arbitrary
+//! bytes).
+//!
+//! Invariants checked:
+//! - the current fence never moves backwards;
+//! - `input_seq` grows by exactly one per committed append within an epoch
+//!   (and restarts at 1 in a new epoch);
+//! - a failed operation leaves every session exactly as it was (full
+//!   snapshots compared);
+//! - no table exceeds its capacity; admission is never exceeded;
+//! - closing is irreversible;
+//! - every request that leaves a session is reported released by the
+//!   operation that released it (cancel, release_fence, close, finalize),
+//!   or was named by `release`; nothing is reported that was not held; at
+//!   the end every remaining request is released by close or finalize, so
+//!   each request is released exactly once;
+//! - `next_deadline()` equals the earliest deadline of the sessions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use duplex_core::{
+    Activity, CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock,
+    OpenOptions, Reservation, StateKind,
+};
+use duplex_std::{ManagerConfig, SessionManager, Snapshot};
+
+/// The session ids the model uses.
+pub const SESSIONS: [&str; 3] = ["a", "b", "c"];
+/// The model's admission limit.
+pub const MAX_SESSIONS: usize = 2;
+const MODES: [InputMode; 6] = InputMode::ALL;
+
+/// A fence relative to the session's current one (saturating at 0 and at
+/// `u64::MAX`).
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct Rel {
+    /// Incarnation delta.
+    pub incarnation: i64,
+    /// Epoch delta.
+    pub epoch: i64,
+    /// Turn delta.
+    pub turn: i64,
+    /// Response delta.
+    pub response: i64,
+}
+
+impl Rel {
+    /// The session's current fence.
+    pub const CURRENT: Rel = Rel {
+        incarnation: 0,
+        epoch: 0,
+        turn: 0,
+        response: 0,
+    };
+}
+
+/// One manager operation. Sessions are indices into [`SESSIONS`] (taken
+/// modulo its length); other ids are free text, so any length reaches the
+/// manager.
+#[allow(missing_docs)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum Op {
+    Open {
+        s: usize,
+        incarnation: u64,
+        modes: u8,
+        ttl: Option<u64>,
+        grace: u64,
+    },
+    Advance {
+        ms: u64,
+    },
+    Touch {
+        s: usize,
+        f: Rel,
+        activity: u8,
+    },
+    Detach {
+        s: usize,
+        f: Rel,
+    },
+    Resume {
+        s: usize,
+        f: Rel,
+        generation_delta: i64,
+    },
+    BeginOp {
+        s: usize,
+        f: Rel,
+        op: String,
+    },
+    EndOp {
+        s: usize,
+        f: Rel,
+        op: String,
+    },
+    Append {
+        s: usize,
+        f: Rel,
+        mode: u8,
+    },
+    Prepare {
+        s: usize,
+        f: Rel,
+        mode: u8,
+    },
+    Commit {
+        handle: usize,
+    },
+    Completed {
+        s: usize,
+        f: Rel,
+        op: String,
+        mode: u8,
+        final_: bool,
+    },
+    Record {
+        s: usize,
+        f: Rel,
+        op: String,
+        mode: u8,
+        final_: bool,
+        results: Vec<i64>,
+    },
+    Reserve {
+        s: usize,
+        f: Rel,
+        stage: u32,
+        request: String,
+    },
+    Bind {
+        s: usize,
+        f: Rel,
+        stage: u32,
+        request: String,
+    },
+    Release {
+        s: usize,
+        requests: Vec<String>,
+    },
+    ReleaseFence {
+        s: usize,
+        f: Rel,
+    },
+    Accept {
+        s: usize,
+        f: Rel,
+    },
+    Cancel {
+        s: usize,
+        f: Rel,
+        next: Rel,
+    },
+    ReplaceConfigs {
+        s: usize,
+        session: Option<u8>,
+        runtime: Option<u8>,
+    },
+    BeginClose {
+        s: usize,
+        f: Rel,
+        reason: u8,
+    },
+    Close {
+        s: usize,
+        f: Rel,
+        reason: u8,
+    },
+    Finalize {
+        s: usize,
+    },
+    CollectExpired {
+        excluded: Option<usize>,
+    },
+    CloseForRequests {
+        requests: Vec<String>,
+    },
+    FinalizeClosed {
+        sessions: Vec<usize>,
+    },
+}
+
+type Manager<'c> = SessionManager<&'c ManualClock, u8, u8>;
+type Sessions = BTreeMap<String, Snapshot>;
+/// Request ids released, per session.
+type Released = BTreeMap<String, BTreeSet<String>>;
+
+fn id(s: &str) -> Id {
+    Id::new(s).expect("model session ids are valid")
+}
+
+fn session(s: usize) -> Id {
+    id(SESSIONS[s % SESSIONS.len()])
+}
+
+fn mode(m: u8) -> InputMode {
+    MODES[usize::from(m) % MODES.len()]
+}
+
+fn reason(r: u8) -> CloseReason {
+    CloseReason::ALL[usize::from(r) % CloseReason::ALL.len()]
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+struct Harness<'c> {
+    m: Manager<'c>,
+    clock: &'c ManualClock,
+    incarnations: [u64; 3],
+    handles: Vec<Reservation>,
+}
+
+impl Harness<'_> {
+    fn fence(&self, s: usize, r: Rel) -> Fence {
+        let name = session(s);
+        let cur = self.m.get(&name).map_or_else(
+            || Fence::new(name.clone(), self.incarnations[s % 3]),
+            |x| x.fence().clone(),
+        );
+        let add = |v: u64, d: i64| v.saturating_add_signed(d);
+        Fence {
+            session: name,
+            incarnation: add(cur.incarnation, r.incarnation),
+            epoch: add(cur.epoch, r.epoch),
+            turn: add(cur.turn, r.turn),
+            response: add(cur.response, r.response),
+        }
+    }
+
+    fn sessions(&self) -> Sessions {
+        self.m
+            .session_ids()
+            .map(|s| {
+                (
+                    s.to_string(),
+                    self.m.get(s).expect("listed sessions exist").snapshot(),
+                )
+            })
+            .collect()
+    }
+
+    /// Runs one operation; `Ok` carries the ids it reported released.
+    fn apply(&mut self, op: &Op) -> Result<Released, duplex_std::Error> {
+        let mut released = Released::new();
+        let mut report = |s: &Id, ids: &[Id]| {
+            if !ids.is_empty() {
+                released
+                    .entry(s.to_string())
+                    .or_default()
+                    .extend(ids.iter().map(ToString::to_string));
+            }
+        };
+        match op.clone() {
+            Op::Open {
+                s,
+                incarnation,
+                modes,
+                ttl,
+                grace,
+            } => {
+                let lease =
+                    LeaseConfig::new(ttl.map(Duration::from_millis), Duration::from_millis(grace))?;
+                let modes = (0..6)
+                    .filter(|i| modes & (1 << i) != 0)
+                    .map(|i| MODES[i])
+                    .collect();
+                self.m.open(
+                    Fence::new(session(s), incarnation),
+                    OpenOptions::new(0, 0).modes(modes).lease(lease),
+                )?;
+                self.incarnations[s % 3] = incarnation;
+            }
+            Op::Advance { ms } => self.clock.advance(Duration::from_millis(ms)),
+            Op::Touch { s, f, activity } => {
+                let activity = Activity::ALL[usize::from(activity) % Activity::ALL.len()];
+                self.m.touch(&self.fence(s, f), activity)?;
+            }
+            Op::Detach { s, f } => self.m.detach(&self.fence(s, f))?,
+            Op::Resume {
+                s,
+                f,
+                generation_delta,
+            } => {
+                let generation = self
+                    .m
+                    .get(&session(s))
+                    .map_or(0, |x| x.snapshot().lease_generation);
+                self.m.resume(
+                    &self.fence(s, f),
+                    generation.saturating_add_signed(generation_delta),
+                )?;
+            }
+            Op::BeginOp { s, f, op } => self.m.begin_operation(&self.fence(s, f), &op)?,
+            Op::EndOp { s, f, op } => self.m.end_operation(&self.fence(s, f), &op)?,
+            Op::Append { s, f, mode: m } => {
+                self.m.append(&self.fence(s, f), mode(m))?;
+            }
+            Op::Prepare { s, f, mode: m } => {
+                let r = self.m.prepare_append(&self.fence(s, f), mode(m))?;
+                self.handles.push(r);
+            }
+            Op::Commit { handle } => {
+                if let Some(r) = self
+                    .handles
+                    .get(handle % self.handles.len().max(1))
+                    .cloned()
+                {
+                    self.m.commit_append(&r)?;
+                }
+            }
+            Op::Completed {
+                s,
+                f,
+                op,
+                mode: m,
+                final_,
+            } => {
+                self.m.completed(&self.fence(s, f), &op, mode(m), final_)?;
+            }
+            Op::Record {
+                s,
+                f,
+                op,
+                mode: m,
+                final_,
+                results,
+            } => {
+                self.m
+                    .record_completed(&self.fence(s, f), &op, mode(m), final_, &results)?;
+            }
+            Op::Reserve {
+                s,
+                f,
+                stage,
+                request,
+            } => self.m.reserve(&self.fence(s, f), stage, &request)?,
+            Op::Bind {
+                s,
+                f,
+                stage,
+                request,
+            } => self.m.bind(&self.fence(s, f), stage, &request)?,
+            Op::Release { s, requests } => self.m.release(&session(s), &requests)?,
+            Op::ReleaseFence { s, f } => {
+                let ids = self.m.release_fence(&self.fence(s, f))?;
+                report(&session(s), &ids);
+            }
+            Op::Accept { s, f } => self.m.accept_fence(&self.fence(s, f))?,
+            Op::Cancel { s, f, next } => {
+                let (cancelled, next) = (self.fence(s, f), self.fence(s, next));
+                let ids = self.m.cancel(&cancelled, &next)?;
+                report(&cancelled.session, &ids);
+            }
+            Op::ReplaceConfigs {
+                s,
+                session: sc,
+                runtime,
+            } => {
+                self.m.replace_configs(&session(s), sc, runtime)?;
+            }
+            Op::BeginClose { s, f, reason: r } => {
+                self.m.begin_close(&self.fence(s, f), reason(r))?
+            }
+            Op::Close { s, f, reason: r } => {
+                let f = self.fence(s, f);
+                if let Some(ids) = self.m.close(&f, reason(r))? {
+                    report(&f.session, &ids);
+                }
+            }
+            Op::Finalize { s } => {
+                let ids = self.m.finalize(&session(s))?;
+                report(&session(s), &ids);
+            }
+            Op::CollectExpired { excluded } => {
+                let excluded: Vec<Id> = excluded.map(session).into_iter().collect();
+                let refs: Vec<&Id> = excluded.iter().collect();
+                let expired = self.m.collect_expired(&refs);
+                if let Some(e) = expired.iter().find(|e| refs.contains(&&e.session)) {
+                    panic!("excluded session {} expired", e.session);
+                }
+            }
+            Op::CloseForRequests { requests } => {
+                self.m.close_for_requests(&requests);
+            }
+            Op::FinalizeClosed { sessions } => {
+                let ids: Vec<Id> = sessions.into_iter().map(session).collect();
+                let refs: Vec<&Id> = ids.iter().collect();
+                for (s, ids) in self.m.finalize_closed(&refs) {
+                    report(&s, &ids);
+                }
+            }
+        }
+        Ok(released)
+    }
+}
+
+/// Request ids whose `(stage, request)` resources left each session.
+fn vanished(before: &Sessions, after: &Sessions) -> Released {
+    let mut out = Released::new();
+    for (s, b) in before {
+        let kept: BTreeSet<(u32, &Id)> = after
+            .get(s)
+            .map(|a| a.resources.iter().map(|(st, r, _)| (*st, r)).collect())
+            .unwrap_or_default();
+        for (st, r, _) in &b.resources {
+            if !kept.contains(&(*st, r)) {
+                out.entry(s.clone()).or_default().insert(r.to_string());
+            }
+        }
+    }
+    out
+}
+
+fn not_behind(before: &Fence, after: &Fence) -> bool {
+    after.epoch > before.epoch
+        || (after.epoch == before.epoch
+            && after.turn >= before.turn
+            && after.response >= before.response)
+}
+
+fn check_step(
+    op: &Op,
+    before: &Sessions,
+    after: &Sessions,
+    outcome: &Result<Released, duplex_std::Error>,
+) -> Result<(), String> {
+    ensure!(
+        after.len() <= MAX_SESSIONS,
+        "admission exceeded: {} sessions",
+        after.len()
+    );
+    for (s, a) in after {
+        ensure!(
+            a.resources.len() <= 8 && a.bindings.len() <= 4,
+            "{s}: a table is over capacity"
+        );
+        ensure!(
+            a.completed.len() <= 4 && a.active_operations.len() <= 4,
+            "{s}: a table is over capacity"
+        );
+        if let Some(b) = before.get(s) {
+            if b.fence.incarnation == a.fence.incarnation {
+                ensure!(
+                    not_behind(&b.fence, &a.fence),
+                    "{s}: fence moved backwards {} -> {}",
+                    b.fence,
+                    a.fence
+                );
+            }
+            ensure!(
+                b.state != StateKind::Closing || a.state == StateKind::Closing,
+                "{s}: closing is irreversible, but it became {}",
+                a.state
+            );
+        }
+    }
+    let reported = match outcome {
+        Err(e) => {
+            ensure!(before == after, "a failed {op:?} ({e}) changed a session");
+            return Ok(());
+        }
+        Ok(reported) => reported,
+    };
+    let gone = vanished(before, after);
+    if let Op::Release { s, requests } = op {
+        let name = session(*s).to_string();
+        let named: BTreeSet<&str> = requests.iter().map(String::as_str).collect();
+        let held: BTreeSet<String> = before
+            .get(&name)
+            .map(|b| b.resources.iter().map(|(_, r, _)| r.to_string()).collect())
+            .unwrap_or_default();
+        let want: BTreeSet<String> = held
+            .into_iter()
+            .filter(|r| named.contains(r.as_str()))
+            .collect();
+        let got = gone.get(&name).cloned().unwrap_or_default();
+        ensure!(got == want, "release dropped {got:?}, expected {want:?}");
+        ensure!(gone.len() <= 1, "release touched another session: {gone:?}");
+    } else {
+        ensure!(
+            &gone == reported,
+            "after {op:?}: released {gone:?}, but reported {reported:?}"
+        );
+    }
+    if matches!(op, Op::Append { .. } | Op::Commit { .. }) {
+        for (s, a) in after {
+            let Some(b) = before.get(s) else { continue };
+            if a.input_seq != b.input_seq || a.fence.epoch != b.fence.epoch {
+                let want = if a.fence.epoch == b.fence.epoch {
+                    b.input_seq + 1
+                } else {
+                    1
+                };
+                ensure!(
+                    a.input_seq == want,
+                    "{s}: append moved seq {} -> {}, expected {want}",
+                    b.input_seq,
+                    a.input_seq
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `ops` against a fresh manager (admission limit 2, completed-append
+/// limit 4), checking every invariant after every step, then closes every
+/// session and checks that each held request is released exactly once.
+///
+/// # Errors
+///
+/// The first broken invariant, in words.
+///
+/// # Panics
+///
+/// If the manager itself panics (which the fuzzer reports as a crash).
+pub fn run(ops: &[Op]) -> Result<(), String> {
+    let clock = ManualClock::new(Instant::from_millis(1_000));
+    let config = ManagerConfig {
+        max_sessions: Some(MAX_SESSIONS),
+        completed_append_limit: Some(4),
+    };
+    let mut h = Harness {
+        m: SessionManager::new(&clock, config).expect("the model's config is valid"),
+        clock: &clock,
+        incarnations: [0; 3],
+        handles: Vec::new(),
+    };
+    for (step, op) in ops.iter().enumerate() {
+        let before = h.sessions();
+        let outcome = h.apply(op);
+        let after = h.sessions();
+        check_step(op, &before, &after, &outcome).map_err(|e| format!("step {step}: {e}"))?;
+        let due = h.m.next_deadline();
+        let expected = after
+            .keys()
+            .filter_map(|s| h.m.get(&id(s)).and_then(duplex_std::AnySession::deadline))
+            .min();
+        ensure!(
+            due == expected,
+            "step {step}: next_deadline {due:?}, sessions say {expected:?}"
+        );
+    }
+    let before = h.sessions();
+    let mut reported = Released::new();
+    for (s, snap) in &before {
+        let ids = if snap.state == StateKind::Closing {
+            h.m.finalize(&id(s))
+                .map_err(|e| format!("end: finalize {s}: {e}"))?
+        } else {
+            h.m.close(&snap.fence, CloseReason::ExplicitClose)
+                .map_err(|e| format!("end: close {s}: {e}"))?
+                .ok_or_else(|| format!("end: {s} did not close"))?
+        };
+        reported.insert(s.clone(), ids.iter().map(ToString::to_string).collect());
+    }
+    ensure!(h.m.is_empty(), "end: sessions left after closing all");
+    let held: Released = before
+        .iter()
+        .map(|(s, snap)| {
+            (
+                s.clone(),
+                snap.resources
+                    .iter()
+                    .map(|(_, r, _)| r.to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    ensure!(
+        held == reported,
+        "end: held {held:?}, but closing released {reported:?}"
+    );
+    Ok(())
+}
