@@ -391,17 +391,12 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn begin_close(
-        mut self,
+        self,
         fence: &Fence<L>,
         reason: CloseReason,
     ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Rejected<Self>> {
-        if let Err(error) = self.accept_fence(fence) {
-            return Err(Rejected {
-                error,
-                session: self,
-            });
-        }
-        Ok(self.close_now(reason))
+        let session = self.guarded(|s| s.accept_fence(fence))?;
+        Ok(session.close_now(reason))
     }
 
     /// Closes in one step (`begin_close` then `finalize`): accepts `fence`,
@@ -422,20 +417,15 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn close(
-        mut self,
+        self,
         fence: &Fence<L>,
         reason: CloseReason,
     ) -> Result<(Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>), Rejected<Self>> {
-        if let Err(error) = self.accept_fence(fence) {
-            return Err(Rejected {
-                error,
-                session: self,
-            });
-        }
-        self.lease.mark_closing();
-        let ids = self.requests.drain();
-        self.completed.clear();
-        Ok((self.into_state(Closed::new(reason)), ids))
+        let mut session = self.guarded(|s| s.accept_fence(fence))?;
+        session.lease.mark_closing();
+        let ids = session.requests.drain();
+        session.completed.clear();
+        Ok((session.into_state(Closed::new(reason)), ids))
     }
 
     /// Closes the session if its lease is due at `now` (grace first, then

@@ -224,6 +224,21 @@ impl<
         }
     }
 
+    /// Runs the checks of a transition: on failure the session comes back,
+    /// unchanged (checks change nothing when they fail), inside the error.
+    fn guarded(
+        mut self,
+        check: impl FnOnce(&mut Self) -> Result<(), Error>,
+    ) -> Result<Self, crate::Rejected<Self>> {
+        match check(&mut self) {
+            Ok(()) => Ok(self),
+            Err(error) => Err(crate::Rejected {
+                error,
+                session: self,
+            }),
+        }
+    }
+
     /// The current fence.
     ///
     /// ```

@@ -37,18 +37,13 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn detach(
-        mut self,
+        self,
         fence: &Fence<L>,
         now: Instant,
     ) -> Result<Session<Detached, SC, RC, R, B, D, A, L, K>, Rejected<Self>> {
-        if let Err(error) = self.fence.admits(fence) {
-            return Err(Rejected {
-                error,
-                session: self,
-            });
-        }
-        self.lease.last_activity = now;
-        Ok(self.into_state(Detached::new(now)))
+        let mut session = self.guarded(|s| s.fence.admits(fence))?;
+        session.lease.last_activity = now;
+        Ok(session.into_state(Detached::new(now)))
     }
 
     /// Takeover by a new connection while attached (SPEC §3 `resume`):
@@ -205,19 +200,14 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn resume(
-        mut self,
+        self,
         fence: &Fence<L>,
         expected_generation: u64,
         now: Instant,
     ) -> Result<(Session<Open, SC, RC, R, B, D, A, L, K>, u64), Rejected<Self>> {
-        if let Err(error) = self.check_resume(fence, expected_generation) {
-            return Err(Rejected {
-                error,
-                session: self,
-            });
-        }
-        let generation = self.apply_resume(now);
-        Ok((self.into_state(Open), generation))
+        let mut session = self.guarded(|s| s.check_resume(fence, expected_generation))?;
+        let generation = session.apply_resume(now);
+        Ok((session.into_state(Open), generation))
     }
 }
 
