@@ -1,13 +1,14 @@
-//! Criterion generates undocumented functions.
-#![allow(missing_docs)]
 //! Criterion benchmarks, one per workload of `shared/reference/seed_bench.py`
 //! (same ids, same work), plus the expiry-scaling series.
 //!
 //! `cargo bench -p duplex-std --bench runtime`
 
+// criterion_group! generates undocumented functions.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion};
 use duplex_core::{
     Activity, CloseReason, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock, Modes,
     OpenOptions, Session,
@@ -117,23 +118,6 @@ fn manager_benches(c: &mut Criterion) {
         g.bench_function(name, |b| b.iter(|| black_box(m.collect_expired(&[]))));
     }
 
-    // The same 10k sessions after every one of them was touched later: the
-    // stale lower bounds come due once, are raised, and cost nothing after.
-    g.bench_function("collect_idle_10k_touched", |b| {
-        b.iter_batched_ref(
-            || {
-                let mut m = manager_with(10_000);
-                for i in 0..10_000 {
-                    let f = Fence::new(id(&format!("session-{i}")), 0);
-                    m.clock().advance(duplex_core::Duration::from_millis(1));
-                    m.touch(&f, Activity::Heartbeat).expect("touch");
-                }
-                m
-            },
-            |m| black_box(m.collect_expired(&[])),
-            BatchSize::LargeInput,
-        );
-    });
     g.finish();
 }
 
