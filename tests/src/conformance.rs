@@ -441,23 +441,27 @@ impl Runner {
         };
         Ok(match name {
             "stage_ids" | "resource_ids" => {
+                let submitted = match op.get("submitted") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(bool_of(v, "submitted")?),
+                };
                 let ids = match filter {
                     // A filter fence whose id names no session matches nothing.
                     Some(None) => m
-                        .stage_request_ids(session, None)
-                        .map(|_| RequestIds::new()),
-                    Some(Some(f)) if name == "stage_ids" => m.stage_request_ids(session, Some(&f)),
-                    None if name == "stage_ids" => m.stage_request_ids(session, None),
+                        .get(session)
+                        .map(|_| RequestIds::new())
+                        .ok_or(ErrorKind::UnknownSession),
                     filter => {
-                        let submitted = match op.get("submitted") {
-                            None | Some(Value::Null) => None,
-                            Some(v) => Some(bool_of(v, "submitted")?),
+                        let filter = filter.flatten();
+                        let ids = if name == "stage_ids" {
+                            m.stage_request_ids(session, filter.as_ref())
+                        } else {
+                            m.resource_request_ids(session, filter.as_ref(), submitted)
                         };
-                        m.resource_request_ids(session, filter.flatten().as_ref(), submitted)
+                        ids.map_err(|e| e.kind())
                     }
                 };
                 ids.map(|ids| json!({"ids": ids_json(&ids)}))
-                    .map_err(|e| e.kind())
             }
             "release" => {
                 let ids = strings(field(op, "request_ids")?, "request_ids")?;

@@ -159,12 +159,14 @@ impl fmt::Display for Faults {
         if *self == Faults::ALL {
             return f.write_str("all");
         }
+        if *self == Faults::NONE {
+            return f.write_str("none");
+        }
         let names: Vec<&str> = Fault::ALL
             .iter()
             .filter(|x| self.has(**x))
             .map(|x| x.name())
             .collect();
-        f.write_str(if names.is_empty() { "none" } else { "" })?;
         f.write_str(&names.join(","))
     }
 }
