@@ -1,9 +1,12 @@
-//! Append sequencing (SPEC §4): the input sequence, the turn-local sequence,
-//! and two-phase prepare/commit.
+//! Append sequencing: the input sequence, the turn-local sequence, and
+//! two-phase prepare/commit.
 
+use core::fmt;
+
+use crate::error::{Error, Staleness};
 use crate::fence::{Fence, Position};
-use crate::id::DEFAULT_ID_LEN;
 use crate::mode::InputMode;
+use crate::profile::conformance::ID_LEN;
 
 /// The sequence numbers an append was given.
 ///
@@ -26,34 +29,112 @@ pub struct Appended {
     pub turn_id: u64,
 }
 
-/// The append cursor of a session.
+/// Whether an append carried the last piece of its input (the seed's
+/// `final` flag): part of the identity of a completed append.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::Finality;
+///
+/// assert_eq!(Finality::from(true), Finality::Final);
+/// assert!(!Finality::Partial.is_final());
+/// assert_eq!(Finality::Final.as_str(), "final");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Finality {
+    /// More input of the same operation follows.
+    Partial,
+    /// The last piece of the input.
+    Final,
+}
+
+impl Finality {
+    /// Whether this is [`Finality::Final`].
+    ///
+    /// ```
+    /// # use duplex_core::Finality;
+    /// assert!(Finality::Final.is_final());
+    /// ```
+    pub const fn is_final(self) -> bool {
+        matches!(self, Finality::Final)
+    }
+
+    /// `"partial"` or `"final"`.
+    ///
+    /// ```
+    /// # use duplex_core::Finality;
+    /// assert_eq!(Finality::Partial.as_str(), "partial");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Finality::Partial => "partial",
+            Finality::Final => "final",
+        }
+    }
+}
+
+impl From<bool> for Finality {
+    fn from(is_final: bool) -> Self {
+        if is_final {
+            Finality::Final
+        } else {
+            Finality::Partial
+        }
+    }
+}
+
+impl fmt::Display for Finality {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The append cursor of a session: the last committed append of the epoch.
+///
+/// The turn key of the last commit is `(current epoch, turn, response)`: a
+/// commit accepts its fence, and any later epoch change resets the cursor,
+/// so only turn and response are stored. There is a turn key exactly when
+/// `turn_seq > 0` (a reset zeroes everything; a commit sets `turn_seq >= 1`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Cursor {
     pub(crate) seq: u64,
     pub(crate) turn_seq: u64,
-    pub(crate) turn_key: Option<Position>,
+    turn: u64,
+    response: u64,
 }
 
 impl Cursor {
-    /// The next append for `fence`, computed against this cursor (or a fresh
-    /// one if `fence` starts a new epoch).
-    pub(crate) fn next(&self, current_epoch: u64, fence: Position) -> Appended {
-        let base = if fence.epoch == current_epoch {
+    /// The next append for a fence at `at`, computed against this cursor
+    /// (or a fresh one if `at` starts a new epoch).
+    pub(crate) fn next(&self, current_epoch: u64, at: Position) -> Appended {
+        let base = if at.epoch == current_epoch {
             *self
         } else {
             Cursor::default()
         };
-        let turn_seq = if base.turn_key == Some(fence) {
-            base.turn_seq.saturating_add(1)
-        } else {
-            1
-        };
+        let same_turn = base.turn_seq > 0 && base.turn == at.turn && base.response == at.response;
         Appended {
             seq: base.seq.saturating_add(1),
-            turn_seq,
-            turn_id: fence.turn,
+            turn_seq: if same_turn {
+                base.turn_seq.saturating_add(1)
+            } else {
+                1
+            },
+            turn_id: at.turn,
         }
+    }
+
+    /// Records a committed append made at `at` (whose epoch is now current).
+    pub(crate) fn commit(&mut self, appended: Appended, at: Position) {
+        *self = Cursor {
+            seq: appended.seq,
+            turn_seq: appended.turn_seq,
+            turn: at.turn,
+            response: at.response,
+        };
     }
 }
 
@@ -62,7 +143,7 @@ impl Cursor {
 /// the session has not moved since.
 ///
 /// A reservation is a plain value: it remembers the fence and cursor it was
-/// computed against, and any append or epoch change in between makes it
+/// computed against, and any append or fence change in between makes it
 /// stale.
 ///
 /// # Examples
@@ -72,9 +153,9 @@ impl Cursor {
 ///
 /// let fence = Fence::new(Id::new("s")?, 0);
 /// let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
-/// let mut s: Session = Session::open(fence.clone(), opts, Instant::ZERO)?;
-/// let r = s.prepare_append(InputMode::AppendAudioChunk, &fence)?;
-/// assert_eq!(r.update().seq, 1);
+/// let mut s = Session::open(fence.clone(), opts, Instant::ZERO)?;
+/// let r = s.prepare_append(&fence, InputMode::AppendAudioChunk)?;
+/// assert_eq!(r.on_commit().seq, 1);
 /// assert_eq!(r.mode(), InputMode::AppendAudioChunk);
 /// s.commit_append(&r)?;
 /// // Committing the same reservation twice is refused.
@@ -83,12 +164,12 @@ impl Cursor {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Reservation<const L: usize = DEFAULT_ID_LEN> {
+pub struct Reservation<const L: usize = { ID_LEN }> {
     pub(crate) fence: Fence<L>,
     pub(crate) mode: InputMode,
     pub(crate) base_fence: Fence<L>,
     pub(crate) base: Cursor,
-    pub(crate) update: Appended,
+    pub(crate) on_commit: Appended,
 }
 
 impl<const L: usize> Reservation<L> {
@@ -106,10 +187,34 @@ impl<const L: usize> Reservation<L> {
         self.mode
     }
 
-    /// The sequence numbers the append will get on commit.
+    /// The sequence numbers the append gets when it is committed.
     ///
     /// See the type-level example.
-    pub fn update(&self) -> Appended {
-        self.update
+    pub fn on_commit(&self) -> Appended {
+        self.on_commit
+    }
+
+    /// Whether a session now at `fence` with `cursor` is still where this
+    /// reservation was made; if not, why.
+    pub(crate) fn check_fresh(&self, fence: &Fence<L>, cursor: &Cursor) -> Result<(), Error> {
+        let staleness = if fence.epoch != self.base_fence.epoch {
+            Staleness::EpochMoved {
+                from: self.base_fence.epoch,
+                to: fence.epoch,
+            }
+        } else if *cursor != self.base {
+            Staleness::Appended {
+                from: self.base.seq,
+                to: cursor.seq,
+            }
+        } else if *fence != self.base_fence {
+            Staleness::FenceMoved {
+                from: self.base_fence.stamp(),
+                to: fence.stamp(),
+            }
+        } else {
+            return Ok(());
+        };
+        Err(Error::StaleReservation { staleness })
     }
 }

@@ -1,42 +1,47 @@
-//! The completed-append cache (SPEC §4): idempotency records of appends that
+//! The completed-append cache: idempotency records of appends that
 //! finished, so a retried delivery with the same operation id returns the
 //! recorded results instead of applying twice. Oldest first; recording at the
 //! limit evicts the oldest, never fails.
 
+use crate::append::Finality;
 use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
 use crate::id::Id;
 use crate::mode::InputMode;
 
-#[derive(Clone, Debug)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Record<const L: usize, const K: usize> {
-    pub(crate) op: Id<L>,
-    /// Whether the recorded fence named this session (recording does not
-    /// validate the fence; a lookup, which does, then reports reuse).
-    same_session: bool,
-    incarnation: u64,
-    position: Position,
-    mode: InputMode,
-    final_: bool,
-    results: heapless::Vec<i64, K, u8>,
-}
+/// `meta` bit: the record's finality is `Final`.
+const FINAL: u8 = 1 << 3;
+/// `meta` bit: the recorded fence named this session and its incarnation.
+/// Recording does not validate the fence, and a session's identity never
+/// changes, so this one bit stands for the recorded id and incarnation: a
+/// lookup (which validates its fence) matches only records that have it.
+const OWN_IDENTITY: u8 = 1 << 4;
 
-impl<const L: usize, const K: usize> Record<L, K> {
-    fn matches(&self, fence: &Fence<L>, mode: InputMode, final_: bool) -> bool {
-        self.same_session
-            && self.incarnation == fence.incarnation
-            && self.position == fence.position()
-            && self.mode == mode
-            && self.final_ == final_
+/// The metadata byte: mode index (bits 0..3), finality, identity.
+fn meta(mode: InputMode, finality: Finality, own_identity: bool) -> u8 {
+    let mut m = mode.index();
+    if finality.is_final() {
+        m |= FINAL;
     }
+    if own_identity {
+        m |= OWN_IDENTITY;
+    }
+    m
 }
 
-#[derive(Clone, Debug)]
+/// The records, stored column by column (no per-record padding; 91 bytes
+/// a record with the default profile). Rows `0..len` are live, oldest
+/// first.
+#[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
-    /// Oldest first.
-    records: heapless::Vec<Record<L, K>, D, u8>,
+    ops: [Id<L>; D],
+    positions: [Position; D],
+    results: [[i64; K]; D],
+    /// How many of each row's `results` are set (`<= K <= 255`).
+    counts: [u8; D],
+    metas: [u8; D],
+    len: u8,
     /// Runtime limit in `1..=D`.
     limit: u8,
 }
@@ -44,7 +49,16 @@ pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
 impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     pub(crate) const fn new(limit: u8) -> Self {
         Completed {
-            records: heapless::Vec::new(),
+            ops: [const { Id::UNUSED }; D],
+            positions: [Position {
+                epoch: 0,
+                turn: 0,
+                response: 0,
+            }; D],
+            results: [[0; K]; D],
+            counts: [0; D],
+            metas: [0; D],
+            len: 0,
             limit,
         }
     }
@@ -54,59 +68,101 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     }
 
     pub(crate) fn clear(&mut self) {
-        self.records.clear();
+        self.len = 0;
     }
 
     pub(crate) fn ops(&self) -> impl Iterator<Item = &Id<L>> {
-        self.records.iter().map(|r| &r.op)
+        self.ops.iter().take(usize::from(self.len))
     }
 
-    /// SPEC `completed`, after the fence was validated.
+    fn find(&self, op: &Id<L>) -> Option<usize> {
+        self.ops().position(|o| o == op)
+    }
+
+    /// `completed`, after the fence was validated.
     pub(crate) fn lookup(
         &self,
-        op: &Id<L>,
         fence: &Fence<L>,
+        op: &Id<L>,
         mode: InputMode,
-        final_: bool,
+        finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
-        match self.records.iter().find(|r| &r.op == op) {
-            None => Ok(None),
-            Some(r) if r.matches(fence, mode, final_) => Ok(Some(&r.results)),
-            Some(_) => Err(Error::OperationReused),
+        let Some(i) = self.find(op) else {
+            return Ok(None);
+        };
+        let matches = self.metas.get(i) == Some(&meta(mode, finality, true))
+            && self.positions.get(i) == Some(&fence.position());
+        if !matches {
+            return Err(Error::OperationReused);
         }
+        let count = self.counts.get(i).map_or(0, |c| usize::from(*c));
+        Ok(Some(
+            self.results
+                .get(i)
+                .and_then(|r| r.get(..count))
+                .unwrap_or_default(),
+        ))
     }
 
-    /// SPEC `record_completed`: insert or replace as newest, evict the oldest
-    /// beyond the limit.
+    /// Moves rows `from+1..len` one place towards the front, dropping row
+    /// `from`.
+    fn remove(&mut self, from: usize) {
+        let len = usize::from(self.len);
+        if from >= len {
+            return;
+        }
+        for i in from..len - 1 {
+            self.ops.swap(i, i + 1);
+            self.positions.swap(i, i + 1);
+            self.results.swap(i, i + 1);
+            self.counts.swap(i, i + 1);
+            self.metas.swap(i, i + 1);
+        }
+        self.len -= 1;
+    }
+
+    /// `record_completed`: insert or replace as newest, evict the oldest
+    /// beyond the limit. `own_identity` says whether `fence` names the
+    /// session and its incarnation.
     pub(crate) fn record(
         &mut self,
-        session: &Id<L>,
-        op: &Id<L>,
+        own_identity: bool,
         fence: &Fence<L>,
+        op: &Id<L>,
         mode: InputMode,
-        final_: bool,
+        finality: Finality,
         results: &[i64],
     ) -> Result<(), Error> {
-        let results = heapless::Vec::from_slice(results).map_err(|_| Error::Full {
-            table: Table::StageResults,
-            capacity: K,
-        })?;
-        if let Some(i) = self.records.iter().position(|r| &r.op == op) {
-            self.records.remove(i);
-        } else if self.records.len() >= self.limit() {
-            self.records.remove(0);
-        }
-        let record = Record {
-            op: op.clone(),
-            same_session: fence.session == *session,
-            incarnation: fence.incarnation,
-            position: fence.position(),
-            mode,
-            final_,
-            results,
+        let (Some(_), Ok(count)) = ([0_i64; K].get(..results.len()), u8::try_from(results.len()))
+        else {
+            return Err(Error::Full {
+                table: Table::StageResults,
+                capacity: K,
+            });
         };
+        if let Some(i) = self.find(op) {
+            self.remove(i);
+        } else if self.len >= self.limit {
+            self.remove(0);
+        }
         // Room was made above: len < limit <= D.
-        let _ = self.records.push(record);
+        let i = usize::from(self.len);
+        if let (Some(o), Some(p), Some(r), Some(c), Some(m)) = (
+            self.ops.get_mut(i),
+            self.positions.get_mut(i),
+            self.results.get_mut(i),
+            self.counts.get_mut(i),
+            self.metas.get_mut(i),
+        ) {
+            o.clone_from(op);
+            *p = fence.position();
+            if let Some(dst) = r.get_mut(..results.len()) {
+                dst.copy_from_slice(results);
+            }
+            *c = count;
+            *m = meta(mode, finality, own_identity);
+            self.len += 1;
+        }
         Ok(())
     }
 }

@@ -4,6 +4,7 @@ use core::fmt;
 
 use crate::fence::Stamp;
 use crate::mode::{InputMode, Modes};
+use crate::session::state::StateKind;
 
 /// Why a fence was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +83,59 @@ impl fmt::Display for ConfigField {
     }
 }
 
+/// Why an append reservation can no longer be committed: what moved
+/// between `prepare_append` and `commit_append`.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::Staleness;
+///
+/// let s = Staleness::EpochMoved { from: 0, to: 1 };
+/// assert_eq!(s.to_string(), "the epoch moved from 0 to 1");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Staleness {
+    /// A barge-in (or any newer epoch) reset the input sequence.
+    EpochMoved {
+        /// The epoch the reservation was made in.
+        from: u64,
+        /// The session's epoch now.
+        to: u64,
+    },
+    /// Another append was committed first (or this one already was).
+    Appended {
+        /// The sequence the reservation was made against.
+        from: u64,
+        /// The session's sequence now.
+        to: u64,
+    },
+    /// The fence moved within the epoch (a newer turn or response was
+    /// accepted), so the turn sequence may differ.
+    FenceMoved {
+        /// The fence the reservation was made against.
+        from: Stamp,
+        /// The session's fence now.
+        to: Stamp,
+    },
+}
+
+impl fmt::Display for Staleness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Staleness::EpochMoved { from, to } => write!(f, "the epoch moved from {from} to {to}"),
+            Staleness::Appended { from, to } => write!(
+                f,
+                "another append was committed first (seq moved from {from} to {to})"
+            ),
+            Staleness::FenceMoved { from, to } => {
+                write!(f, "the fence moved from {from} to {to}")
+            }
+        }
+    }
+}
+
 /// Every way a core operation can fail. A failed operation changes nothing.
 ///
 /// Each variant carries the context a caller needs to act on it, and maps to
@@ -132,15 +186,12 @@ pub enum Error {
     /// `end_operation` with an id that is not active.
     #[error("operation is not active")]
     OperationNotActive,
-    /// The append reservation no longer matches the session's sequence.
-    #[error(
-        "append reservation is stale: expected base seq {expected_seq}, session is at {actual_seq}"
-    )]
+    /// The append reservation no longer matches the session: something
+    /// moved since it was prepared.
+    #[error("append reservation is stale: {staleness}")]
     StaleReservation {
-        /// The sequence the reservation was made against.
-        expected_seq: u64,
-        /// The session's sequence now.
-        actual_seq: u64,
+        /// What moved.
+        staleness: Staleness,
     },
     /// The (stage, request) pair is held by another epoch.
     #[error("stage {stage} request already reserved by epoch {held_epoch}, requested by epoch {requested_epoch}")]
@@ -155,6 +206,15 @@ pub enum Error {
     /// A completed-append operation id was reused with other metadata.
     #[error("append operation id was reused with a different fence, mode or final flag")]
     OperationReused,
+    /// The session's lifecycle state does not permit the operation (the
+    /// dynamic API's counterpart of a compile error in the typed API).
+    #[error("{operation} is not permitted while the session is {state}")]
+    WrongState {
+        /// The operation.
+        operation: &'static str,
+        /// The session's state.
+        state: StateKind,
+    },
     /// A fixed-capacity table is full.
     #[error("{table} full: capacity {capacity}")]
     Full {
@@ -200,6 +260,7 @@ impl Error {
             Error::StaleReservation { .. } => ErrorKind::StaleReservation,
             Error::ResourceConflict { .. } => ErrorKind::ResourceConflict,
             Error::OperationReused => ErrorKind::OperationReused,
+            Error::WrongState { .. } => ErrorKind::WrongState,
             Error::Full { .. } => ErrorKind::Full,
             Error::InvalidId { .. } => ErrorKind::InvalidId,
             Error::InvalidConfig { .. } => ErrorKind::InvalidConfig,
@@ -207,7 +268,8 @@ impl Error {
     }
 }
 
-/// The error kinds of SPEC §8, with their stable snake_case names.
+/// The error kinds, with their stable snake_case names (the names the
+/// conformance traces and logs use).
 ///
 /// The core raises a subset; the std manager adds the session-table kinds
 /// (`capacity_exhausted`, `session_exists`, `unknown_session`, `wrong_state`).
@@ -248,7 +310,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in SPEC §8 order.
+    /// Every kind, in the specification's order.
     pub const ALL: [ErrorKind; 15] = [
         ErrorKind::FenceMismatch,
         ErrorKind::UnsupportedMode,
@@ -302,7 +364,9 @@ impl fmt::Display for ErrorKind {
 
 /// A refused transition: the error, and the session back, unchanged.
 ///
-/// Transitions consume the session; when one fails, nothing is lost.
+/// Transitions consume the session; when one fails, nothing is lost. It
+/// converts into [`Error`] (dropping the session), so `?` works in a
+/// function that returns `Result<_, Error>`.
 ///
 /// # Examples
 ///
@@ -310,7 +374,7 @@ impl fmt::Display for ErrorKind {
 /// use duplex_core::{Fence, Id, Instant, Session, Open, OpenOptions, ErrorKind};
 ///
 /// let fence = Fence::new(Id::new("s1")?, 0);
-/// let session: Session<Open> = Session::open(fence.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// let session = Session::open(fence.clone(), OpenOptions::default(), Instant::ZERO)?;
 /// let wrong = Fence::new(Id::new("s1")?, 9); // another incarnation
 /// let rejected = session.detach(&wrong, Instant::ZERO).unwrap_err();
 /// assert_eq!(rejected.error.kind(), ErrorKind::FenceMismatch);
@@ -319,6 +383,7 @@ impl fmt::Display for ErrorKind {
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a refused transition carries the session back: dropping it drops the session and the requests it owns"]
 pub struct Rejected<T> {
     /// Why the transition was refused.
     pub error: Error,
@@ -336,6 +401,27 @@ impl<T> Rejected<T> {
     /// ```
     pub fn into_error(self) -> Error {
         self.error
+    }
+
+    /// The same refusal with the session wrapped or converted by `f` (for
+    /// example into an [`AnySession`](crate::AnySession)).
+    ///
+    /// ```
+    /// # use duplex_core::{Rejected, Error};
+    /// let r = Rejected { error: Error::OperationActive, session: 1 };
+    /// assert_eq!(r.map(|n| n + 1).session, 2);
+    /// ```
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Rejected<U> {
+        Rejected {
+            error: self.error,
+            session: f(self.session),
+        }
+    }
+}
+
+impl<T> From<Rejected<T>> for Error {
+    fn from(rejected: Rejected<T>) -> Self {
+        rejected.error
     }
 }
 

@@ -1,35 +1,26 @@
-//! The identity fence (SPEC §2): which session, incarnation, epoch, turn and
+//! The identity fence: which session, incarnation, epoch, turn and
 //! response a message belongs to. A session's fence never moves backwards.
 
 use core::fmt;
 
 use crate::error::{Error, FenceRule};
-use crate::id::{Id, DEFAULT_ID_LEN};
+use crate::id::Id;
+use crate::profile::conformance::ID_LEN;
 
 /// Where a fence stands within one incarnation: `(epoch, turn, response)`,
-/// ordered lexicographically (the order `cancel` compares with).
-///
-/// # Examples
-///
-/// ```
-/// use duplex_core::Position;
-///
-/// let a = Position { epoch: 1, turn: 9, response: 9 };
-/// let b = Position { epoch: 2, turn: 0, response: 0 };
-/// assert!(a < b);
-/// ```
+/// ordered lexicographically (the order `cancel` compares with). Tables
+/// store it instead of a whole fence: every fence a session stores has the
+/// session's own id and incarnation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Position {
-    /// Barge-in epoch: advances when the user interrupts.
-    pub epoch: u64,
-    /// Turn within the epoch.
-    pub turn: u64,
-    /// Response sequence within the turn.
-    pub response: u64,
+pub(crate) struct Position {
+    pub(crate) epoch: u64,
+    pub(crate) turn: u64,
+    pub(crate) response: u64,
 }
 
-/// The numeric part of a fence, for error context and logs (no session id).
+/// The numeric part of a fence (everything but the session id): what errors
+/// report as expected and actual, and what logs print.
 ///
 /// # Examples
 ///
@@ -77,7 +68,7 @@ impl fmt::Display for Stamp {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Fence<const L: usize = DEFAULT_ID_LEN> {
+pub struct Fence<const L: usize = { ID_LEN }> {
     /// The session id.
     pub session: Id<L>,
     /// Incarnation: a reopened session id gets a new one.
@@ -149,14 +140,7 @@ impl<const L: usize> Fence<L> {
     }
 
     /// `(epoch, turn, response)`.
-    ///
-    /// ```
-    /// # use duplex_core::{Fence, Id, Position};
-    /// let f = Fence::<32>::new(Id::new("s")?, 0).with_turn(2);
-    /// assert_eq!(f.position(), Position { epoch: 0, turn: 2, response: 0 });
-    /// # Ok::<(), duplex_core::Error>(())
-    /// ```
-    pub const fn position(&self) -> Position {
+    pub(crate) const fn position(&self) -> Position {
         Position {
             epoch: self.epoch,
             turn: self.turn,
@@ -193,8 +177,8 @@ impl<const L: usize> Fence<L> {
         self.incarnation == other.incarnation && self.session == other.session
     }
 
-    /// SPEC §2 `validate`: may `offered` be applied to a session whose
-    /// current fence is `self`?
+    /// Fence validation: may `offered` be applied to a session whose current
+    /// fence is `self`?
     ///
     /// Same session and incarnation; not an older epoch; within the same
     /// epoch neither an older turn nor an older response. A higher epoch may

@@ -9,9 +9,7 @@ use core::fmt;
 use core::hash::{Hash, Hasher};
 
 use crate::error::Error;
-
-/// The default maximum id length in bytes (the conformance profile).
-pub const DEFAULT_ID_LEN: usize = 32;
+use crate::profile::conformance::ID_LEN;
 
 /// A validated identifier of 1 to `L` bytes (`L` ≤ 255), stored inline.
 ///
@@ -33,12 +31,18 @@ pub const DEFAULT_ID_LEN: usize = 32;
 /// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Id<const L: usize = DEFAULT_ID_LEN> {
+pub struct Id<const L: usize = { ID_LEN }> {
     text: heapless::String<L, u8>,
 }
 
 impl<const L: usize> Id<L> {
     const VALID_LEN: () = assert!(L > 0 && L <= 255, "id length must be 1..=255 bytes");
+
+    /// The filler of unused slots in fixed tables. Never handed out: tables
+    /// only expose their first `len` entries, which are real ids.
+    pub(crate) const UNUSED: Self = Id {
+        text: heapless::String::new(),
+    };
 
     /// Validates `text` (1 to `L` bytes) and copies it into an `Id`.
     ///

@@ -1,4 +1,4 @@
-//! The lease (SPEC §3): idle TTL, disconnect grace, resume generation and the
+//! The lease: idle TTL, disconnect grace, resume generation and the
 //! active operations that hold idle expiry off.
 //!
 //! Whether the client is detached, and why a session is closing, live in the
@@ -28,14 +28,16 @@ use crate::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct LeaseConfig {
-    idle_ttl: Option<Duration>,
+    /// The idle TTL; zero means none (a zero TTL is refused by `new`, so
+    /// the encoding is lossless and saves the `Option`'s word per session).
+    idle_ttl: Duration,
     disconnect_grace: Duration,
 }
 
 impl LeaseConfig {
     /// 300 s idle TTL, 30 s disconnect grace.
     pub const DEFAULT: LeaseConfig = LeaseConfig {
-        idle_ttl: Some(Duration::from_millis(300_000)),
+        idle_ttl: Duration::from_millis(300_000),
         disconnect_grace: Duration::from_millis(30_000),
     };
 
@@ -71,7 +73,10 @@ impl LeaseConfig {
             });
         }
         Ok(LeaseConfig {
-            idle_ttl,
+            idle_ttl: match idle_ttl {
+                Some(ttl) => ttl,
+                None => Duration::ZERO,
+            },
             disconnect_grace,
         })
     }
@@ -83,7 +88,11 @@ impl LeaseConfig {
     /// assert!(LeaseConfig::default().idle_ttl().is_some());
     /// ```
     pub const fn idle_ttl(&self) -> Option<Duration> {
-        self.idle_ttl
+        if self.idle_ttl.is_zero() {
+            None
+        } else {
+            Some(self.idle_ttl)
+        }
     }
 
     /// The disconnect grace.
@@ -103,7 +112,7 @@ impl Default for LeaseConfig {
     }
 }
 
-/// What kept the session alive (SPEC §3 `touch`).
+/// What kept the session alive (the activity a `touch` reports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Activity {
@@ -235,7 +244,7 @@ impl fmt::Display for CloseReason {
 }
 
 /// Lease bookkeeping shared by every live state.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Lease<const A: usize, const L: usize> {
     pub(crate) config: LeaseConfig,
@@ -289,13 +298,15 @@ impl<const A: usize, const L: usize> Lease<A, L> {
 
     /// When the idle TTL runs out, if it can: never while an operation is active.
     pub(crate) fn idle_deadline(&self) -> Option<Instant> {
-        match self.config.idle_ttl {
+        match self.config.idle_ttl() {
             Some(ttl) if self.active.is_empty() => Some(self.last_activity + ttl),
             _ => None,
         }
     }
 
-    /// SPEC §3 `mark closing`, minus what the typestate carries.
+    /// Marks the lease closing, minus what the typestate carries: the
+    /// generation moves on (a resume token of the old connection is dead)
+    /// and no operation stays active.
     pub(crate) fn mark_closing(&mut self) {
         self.generation = self.generation.saturating_add(1);
         self.active.clear();

@@ -18,30 +18,17 @@
 //!
 //! ## Lifecycle as types
 //!
-//! ```text
-//!   ┌─ resume (takeover) ─┐
-//!   ▼                     │
-//!  Open ─────detach─────▶ Detached
-//!   │  ◀─────resume────── │
-//!   │                     │
-//!   └─ begin_close, expiry ─┬─ begin_close, expiry
-//!                           ▼
-//!                        Closing ──finalize──▶ Closed
-//! ```
-//!
 //! [`Session<Open>`], [`Session<Detached>`], [`Session<Closing>`] and
-//! [`Session<Closed>`] expose exactly the operations SPEC §5 permits in that
-//! state; anything else does not compile. Transitions consume the session;
-//! a refused transition returns it unchanged inside [`Rejected`].
+//! [`Session<Closed>`] expose exactly the operations their state permits;
+//! anything else does not compile, and the compiler says which states the
+//! operation needs. Transitions consume the session; a refused transition
+//! returns it unchanged inside [`Rejected`], which converts into [`Error`]
+//! for `?`. Sessions are linear (never `Clone`): a released request can not
+//! be released twice through a copy. [`AnySession`] keeps a session of any
+//! state in one variable, with typed access and the same operations checked
+//! at run time (`wrong_state`).
 //!
-//! | operation | Open | Detached | Closing |
-//! |---|---|---|---|
-//! | touch, resume | ✓ | ✓ (→ Open) | ✗ |
-//! | detach, begin_operation, prepare_append, append | ✓ | ✗ | ✗ |
-//! | end_operation, commit_append, completed, record_completed, reserve, bind, accept_fence, cancel, replace_configs | ✓ | ✓ | ✗ |
-//! | stage/resource ids, release, release_fence | ✓ | ✓ | ✓ |
-//! | begin_close | ✓ (→ Closing) | ✓ (→ Closing) | ✓ (no-op) |
-//! | finalize (→ Closed) | ✗ | ✗ | ✓ |
+#![doc = include_str!("../LIFECYCLE.md")]
 //!
 //! ## Time
 //!
@@ -53,10 +40,11 @@
 //! ## Capacities
 //!
 //! Every table is fixed-capacity, chosen with const generics whose defaults
-//! are the conformance profile: 8 request resources (`R`), 4 stage bindings
-//! (`B`), 8 completed appends (`D`), 4 active operations (`A`), 32-byte ids
-//! (`L`), 4 stage results per completed append (`K`). An operation that would
-//! exceed a table fails with [`Error::Full`] and changes nothing.
+//! are the conformance profile; [`profile`] names each profile's constants
+//! in one table. An operation that would exceed a table fails with
+//! [`Error::Full`] and changes nothing. The tables are stored column by
+//! column, so a default-profile session is at most 1,528 bytes (checked at
+//! compile time).
 //!
 //! ## Example
 //!
@@ -67,26 +55,26 @@
 //! let clock = ManualClock::new(Instant::ZERO);
 //! let turn0 = Fence::new(Id::new("kitchen-speaker")?, 0);
 //! let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
-//! let mut session: Session<Open> = Session::open(turn0.clone(), opts, clock.now())?;
+//! let mut session = Session::open(turn0.clone(), opts, clock.now())?;
 //!
 //! // The user speaks: 20 ms chunks, each appended in order.
 //! for _ in 0..3 {
-//!     session.append(InputMode::AppendAudioChunk, &turn0)?;
+//!     session.append(&turn0, InputMode::AppendAudioChunk)?;
 //!     clock.advance(Duration::from_millis(20));
 //! }
 //! // The model answers on stage 0.
-//! session.bind(0, &Id::new("tts-1")?, &turn0)?;
+//! session.bind(&turn0, 0, &Id::new("tts-1")?)?;
 //!
 //! // Barge-in: the user interrupts; epoch 1 cancels the answer.
 //! let turn1 = turn0.clone().with_epoch(1);
 //! let cancelled = session.cancel(&turn0, &turn1)?;
 //! assert_eq!(cancelled.as_slice(), [Id::new("tts-1")?]);
 //! // A late chunk from the old epoch is refused; the new epoch restarts at 1.
-//! assert!(session.append(InputMode::AppendAudioChunk, &turn0).is_err());
-//! assert_eq!(session.append(InputMode::AppendAudioChunk, &turn1)?.seq, 1);
+//! assert!(session.append(&turn0, InputMode::AppendAudioChunk).is_err());
+//! assert_eq!(session.append(&turn1, InputMode::AppendAudioChunk)?.seq, 1);
 //!
 //! // The client hangs up.
-//! let closing = session.begin_close(&turn1, CloseReason::ClientClose).map_err(Rejected::into_error)?;
+//! let closing = session.begin_close(&turn1, CloseReason::ClientClose)?;
 //! let (closed, released) = closing.finalize();
 //! assert!(released.is_empty());
 //! assert_eq!(closed.close_reason(), CloseReason::ClientClose);
@@ -116,32 +104,37 @@ pub mod fence;
 pub mod id;
 pub mod lease;
 pub mod mode;
+pub mod profile;
 mod requests;
 pub mod session;
 pub mod time;
 
-pub use append::{Appended, Reservation};
-pub use error::{ConfigField, Error, ErrorKind, FenceRule, Rejected, Table};
-pub use fence::{Fence, Position, Stamp};
-pub use id::{Id, DEFAULT_ID_LEN};
+pub use append::{Appended, Finality, Reservation};
+pub use error::{ConfigField, Error, ErrorKind, FenceRule, Rejected, Staleness, Table};
+pub use fence::{Fence, Stamp};
+pub use id::Id;
 pub use lease::{Activity, CloseReason, LeaseConfig};
 pub use mode::{InputMode, Modes};
-pub use requests::RequestIds;
-pub use session::state::{Closed, Closing, Detached, Live, Open, State, StateKind, Unfinished};
+pub use requests::{RequestIds, RequestState};
+pub use session::any::AnySession;
+pub use session::state::{
+    Attached, Closed, Closing, Detached, Finalizable, Live, Open, State, StateKind, Unfinished,
+};
 pub use session::{OpenOptions, Session};
 pub use time::{Clock, Duration, Instant, ManualClock};
 
 mod guarantees {
     use super::{
-        Activity, Appended, CloseReason, Closed, Closing, Detached, Error, ErrorKind, Fence, Id,
-        InputMode, Instant, LeaseConfig, Modes, Open, Reservation, Session,
+        Activity, AnySession, Appended, CloseReason, Closed, Closing, Detached, Error, ErrorKind,
+        Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open, RequestIds, Reservation, Session,
     };
-    use static_assertions::{assert_impl_all, const_assert};
+    use static_assertions::{assert_impl_all, assert_not_impl_any, const_assert};
 
     // Value types move freely between threads and tasks.
     assert_impl_all!(Id: Send, Sync, Clone);
     assert_impl_all!(Fence: Send, Sync, Clone);
     assert_impl_all!(Reservation: Send, Sync, Clone);
+    assert_impl_all!(RequestIds: Send, Sync, Clone);
     assert_impl_all!(Appended: Send, Sync, Copy);
     assert_impl_all!(Error: Send, Sync, Copy, core::error::Error);
     assert_impl_all!(ErrorKind: Send, Sync, Copy);
@@ -157,11 +150,23 @@ mod guarantees {
     assert_impl_all!(Session<Detached>: Send);
     assert_impl_all!(Session<Closing>: Send);
     assert_impl_all!(Session<Closed>: Send);
+    assert_impl_all!(AnySession: Send);
+
+    // Sessions are linear: no state can be copied into a second live
+    // session (the compile-fail suite shows the error a user reads).
+    assert_not_impl_any!(Session<Open>: Clone, Copy);
+    assert_not_impl_any!(Session<Detached>: Clone, Copy);
+    assert_not_impl_any!(Session<Closing>: Clone, Copy);
+    assert_not_impl_any!(Session<Closed>: Clone, Copy);
+    assert_not_impl_any!(AnySession: Clone, Copy);
 
     // Ids are stored inline with a one-byte length.
     const_assert!(core::mem::size_of::<Id>() == 33);
-    // An open session with the default profile stays within 1,800 bytes
-    // (1,768 on 64-bit targets: resources 8 x 64, completed appends 8 x 112,
-    // the rest fence, lease, cursor and binding order).
-    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_800);
+    // A default-profile session, packed column by column (on 64-bit
+    // targets: resources 8 x 62 bytes, completed appends 8 x 91, fence 72,
+    // lease 168, cursor 32, the rest counters and lengths), and the enum
+    // that holds any state.
+    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_528);
+    const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_536);
+    const_assert!(core::mem::size_of::<AnySession>() <= 1_544);
 }

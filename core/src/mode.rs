@@ -59,6 +59,11 @@ impl InputMode {
         InputMode::ALL.into_iter().find(|m| m.as_str() == name)
     }
 
+    /// The mode's index in [`InputMode::ALL`] (0..=5), for compact storage.
+    pub(crate) const fn index(self) -> u8 {
+        self as u8
+    }
+
     const fn bit(self) -> u8 {
         1 << (self as u8)
     }

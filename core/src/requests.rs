@@ -1,5 +1,5 @@
-//! Stage bindings and request resources (SPEC §4): which engine requests the
-//! session owns, under which fence, and which one each stage currently runs.
+//! Stage bindings and request resources: which engine requests the session
+//! owns, under which fence, and which one each stage currently runs.
 //!
 //! Every stored fence has the session's id and incarnation (`reserve`
 //! validates the fence, and a session's incarnation never changes), so only
@@ -8,74 +8,298 @@
 //!
 //! A binding `stage -> (request, fence)` is always the resource
 //! `(stage, request)` with the same fence (`bind` sets both, nothing else
-//! moves either), so a binding is stored as a `bound` flag on its resource
-//! plus the stage's place in the binding order.
+//! moves either), so a binding is stored on its resource as a rank: its
+//! place in the binding order (1-based; 0 means not bound).
+
+use core::fmt;
+use core::ops::Deref;
 
 use crate::error::{Error, Table};
 use crate::fence::Position;
 use crate::id::Id;
+use crate::profile::conformance::{ID_LEN, RESOURCES};
 
-/// Request ids returned by an operation that released them: unique, in
-/// insertion order, at most `R` (the resource capacity).
-pub type RequestIds<const L: usize, const R: usize> = heapless::Vec<Id<L>, R, u8>;
-
-#[derive(Clone, Debug)]
+/// Request ids handed out by the session: unique, in reservation order, at
+/// most `R` (the resource capacity).
+///
+/// When an operation *released* them (`finalize`, `close`, `cancel`,
+/// `release_fence`, the manager's expiry and cleanup), the session no longer
+/// tracks them: the engine must cancel or drop each one, exactly once.
+/// Ignoring such a value is a compile warning (`#[must_use]`).
+///
+/// It derefs to a slice of [`Id`]s, and goes straight back into
+/// [`Session::release`](crate::Session::release).
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::*;
+///
+/// let f0 = Fence::new(Id::new("s")?, 0);
+/// let mut s = Session::open(f0.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// s.bind(&f0, 0, &Id::new("tts-1")?)?;
+/// let cancelled = s.cancel(&f0, &f0.clone().with_epoch(1))?;
+/// assert_eq!(cancelled.len(), 1);
+/// assert!(cancelled.contains("tts-1"));
+/// for id in &cancelled {
+///     assert_eq!(id.as_str(), "tts-1"); // engine.cancel(id)
+/// }
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Resource<const L: usize> {
-    pub(crate) stage: u32,
-    pub(crate) request: Id<L>,
-    pub(crate) position: Position,
-    pub(crate) submitted: bool,
-    /// Whether this is its stage's binding (at most one per stage).
-    pub(crate) bound: bool,
+#[must_use = "released request ids must be cancelled or dropped in the engine, or that work leaks"]
+pub struct RequestIds<const L: usize = { ID_LEN }, const R: usize = { RESOURCES }> {
+    ids: heapless::Vec<Id<L>, R, u8>,
+}
+
+impl<const L: usize, const R: usize> RequestIds<L, R> {
+    /// No ids.
+    ///
+    /// ```
+    /// # use duplex_core::RequestIds;
+    /// assert!(RequestIds::<32, 8>::new().is_empty());
+    /// ```
+    pub const fn new() -> Self {
+        RequestIds {
+            ids: heapless::Vec::new(),
+        }
+    }
+
+    /// Copies the first `R` ids of `ids` (callers pass at most `R`: one per
+    /// resource or binding).
+    pub(crate) fn collect<'a>(ids: impl Iterator<Item = &'a Id<L>>) -> Self {
+        let mut out = RequestIds::new();
+        for id in ids {
+            if out.ids.push(id.clone()).is_err() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The ids as a slice.
+    ///
+    /// ```
+    /// # use duplex_core::RequestIds;
+    /// assert!(RequestIds::<32, 8>::new().as_slice().is_empty());
+    /// ```
+    pub fn as_slice(&self) -> &[Id<L>] {
+        &self.ids
+    }
+
+    /// Whether `id` is among them.
+    ///
+    /// See the type-level example.
+    pub fn contains(&self, id: &str) -> bool {
+        self.ids.iter().any(|i| i.as_str() == id)
+    }
+}
+
+impl<const L: usize, const R: usize> Deref for RequestIds<L, R> {
+    type Target = [Id<L>];
+    fn deref(&self) -> &[Id<L>] {
+        &self.ids
+    }
+}
+
+impl<const L: usize, const R: usize> AsRef<[Id<L>]> for RequestIds<L, R> {
+    fn as_ref(&self) -> &[Id<L>] {
+        &self.ids
+    }
+}
+
+impl<const L: usize, const R: usize> IntoIterator for RequestIds<L, R> {
+    type Item = Id<L>;
+    type IntoIter = heapless::vec::IntoIter<Id<L>, R, u8>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.ids.into_iter()
+    }
+}
+
+impl<'a, const L: usize, const R: usize> IntoIterator for &'a RequestIds<L, R> {
+    type Item = &'a Id<L>;
+    type IntoIter = core::slice::Iter<'a, Id<L>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.ids.iter()
+    }
+}
+
+impl<const L: usize, const R: usize> fmt::Debug for RequestIds<L, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.ids.iter()).finish()
+    }
+}
+
+/// Where a request resource stands: reserved (the engine has not started
+/// it) or submitted (bound to a stage at least once, so the engine runs it).
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::RequestState;
+///
+/// assert_eq!(RequestState::Submitted.as_str(), "submitted");
+/// assert!(RequestState::Submitted.is_submitted());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RequestState {
+    /// Reserved under a fence, never submitted: drop it on cleanup.
+    Reserved,
+    /// Submitted to the engine: cancel it on cleanup.
+    Submitted,
+}
+
+impl RequestState {
+    /// Whether this is [`RequestState::Submitted`].
+    ///
+    /// ```
+    /// # use duplex_core::RequestState;
+    /// assert!(!RequestState::Reserved.is_submitted());
+    /// ```
+    pub const fn is_submitted(self) -> bool {
+        matches!(self, RequestState::Submitted)
+    }
+
+    /// `"reserved"` or `"submitted"`.
+    ///
+    /// ```
+    /// # use duplex_core::RequestState;
+    /// assert_eq!(RequestState::Reserved.as_str(), "reserved");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestState::Reserved => "reserved",
+            RequestState::Submitted => "submitted",
+        }
+    }
+}
+
+impl fmt::Display for RequestState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What a checked `bind` will do.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BindPlan {
+    /// The existing resource for `(stage, request)`, if any.
     resource: Option<usize>,
-    stage_bound: bool,
+    /// The place of the stage's current binding (0: the stage is not bound).
+    stage_rank: u8,
 }
 
-#[derive(Clone, Debug)]
+/// `states` value of a reserved resource.
+const RESERVED: u8 = 0;
+/// `states` value of a submitted resource that is not its stage's binding.
+const SUBMITTED: u8 = 1;
+
+/// The resource table, stored column by column: every column is a plain
+/// array, so the table has no per-entry padding (62 bytes a resource with
+/// the default profile, instead of 64 in a row of structs).
+///
+/// Rows `0..len` are live, in reservation order. A resource's state byte
+/// says whether it was submitted and, if it is its stage's binding, its
+/// place in the binding order (`states[i] = place + 1`, places `1..=bound`
+/// in use). A binding is always a resource (`bind` sets both, nothing else
+/// moves either), so there is no separate binding table.
+#[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Requests<const R: usize, const B: usize, const L: usize> {
-    pub(crate) resources: heapless::Vec<Resource<L>, R, u8>,
-    /// Bound stages, in binding order.
-    pub(crate) bound_stages: heapless::Vec<u32, B, u8>,
+    ids: [Id<L>; R],
+    positions: [Position; R],
+    stages: [u32; R],
+    states: [u8; R],
+    len: u8,
+    bound: u8,
+}
+
+/// One live row of the table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Row<'a, const L: usize> {
+    pub(crate) stage: u32,
+    pub(crate) request: &'a Id<L>,
+    pub(crate) position: Position,
+    state: u8,
+}
+
+impl<const L: usize> Row<'_, L> {
+    pub(crate) fn state(&self) -> RequestState {
+        if self.state == RESERVED {
+            RequestState::Reserved
+        } else {
+            RequestState::Submitted
+        }
+    }
+
+    /// Place in the binding order, or 0 if not its stage's binding.
+    fn rank(&self) -> u8 {
+        self.state.saturating_sub(SUBMITTED)
+    }
 }
 
 impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     pub(crate) const fn new() -> Self {
         Requests {
-            resources: heapless::Vec::new(),
-            bound_stages: heapless::Vec::new(),
+            ids: [const { Id::UNUSED }; R],
+            positions: [Position {
+                epoch: 0,
+                turn: 0,
+                response: 0,
+            }; R],
+            stages: [0; R],
+            states: [RESERVED; R],
+            len: 0,
+            bound: 0,
         }
     }
 
+    fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    fn row(&self, i: usize) -> Option<Row<'_, L>> {
+        if i >= self.len() {
+            return None;
+        }
+        Some(Row {
+            stage: *self.stages.get(i)?,
+            request: self.ids.get(i)?,
+            position: *self.positions.get(i)?,
+            state: *self.states.get(i)?,
+        })
+    }
+
+    /// The live rows, in reservation order.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, L>> {
+        (0..self.len()).filter_map(|i| self.row(i))
+    }
+
     fn find(&self, stage: u32, request: &Id<L>) -> Option<usize> {
-        self.resources
-            .iter()
-            .position(|r| r.stage == stage && r.request == *request)
+        self.rows()
+            .position(|r| r.stage == stage && r.request == request)
     }
 
     /// The existing resource for `(stage, request)`, if its epoch matches;
     /// `resource_conflict` if another epoch holds it.
     fn existing(&self, stage: u32, request: &Id<L>, at: Position) -> Result<Option<usize>, Error> {
-        match self.find(stage, request) {
-            Some(i) if self.resources[i].position.epoch != at.epoch => {
-                Err(Error::ResourceConflict {
-                    stage,
-                    held_epoch: self.resources[i].position.epoch,
-                    requested_epoch: at.epoch,
-                })
-            }
-            found => Ok(found),
+        let Some(i) = self.find(stage, request) else {
+            return Ok(None);
+        };
+        match self.positions.get(i) {
+            Some(p) if p.epoch != at.epoch => Err(Error::ResourceConflict {
+                stage,
+                held_epoch: p.epoch,
+                requested_epoch: at.epoch,
+            }),
+            _ => Ok(Some(i)),
         }
     }
 
     fn room_for_resource(&self) -> Result<(), Error> {
-        if self.resources.is_full() {
+        if self.len() >= R {
             return Err(Error::Full {
                 table: Table::Resources,
                 capacity: R,
@@ -84,7 +308,25 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         Ok(())
     }
 
-    /// SPEC `reserve` after fence validation: checks, then inserts.
+    /// Writes row `i` (an existing row, or `len` to append one).
+    fn write(&mut self, i: usize, stage: u32, request: &Id<L>, at: Position, state: u8) {
+        if let (Some(id), Some(p), Some(s), Some(st)) = (
+            self.ids.get_mut(i),
+            self.positions.get_mut(i),
+            self.stages.get_mut(i),
+            self.states.get_mut(i),
+        ) {
+            id.clone_from(request);
+            *p = at;
+            *s = stage;
+            *st = state;
+            if i == usize::from(self.len) {
+                self.len = self.len.saturating_add(1);
+            }
+        }
+    }
+
+    /// `reserve` after fence validation: checks, then inserts.
     pub(crate) fn reserve(
         &mut self,
         stage: u32,
@@ -95,13 +337,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
             return Ok(());
         }
         self.room_for_resource()?;
-        let _ = self.resources.push(Resource {
-            stage,
-            request: request.clone(),
-            position: at,
-            submitted: false,
-            bound: false,
-        });
+        self.write(self.len(), stage, request, at, RESERVED);
         Ok(())
     }
 
@@ -116,8 +352,11 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         if resource.is_none() {
             self.room_for_resource()?;
         }
-        let stage_bound = self.bound_stages.contains(&stage);
-        if !stage_bound && self.bound_stages.is_full() {
+        let stage_rank = self
+            .rows()
+            .find(|r| r.rank() != 0 && r.stage == stage)
+            .map_or(0, |r| r.rank());
+        if stage_rank == 0 && usize::from(self.bound) >= B {
             return Err(Error::Full {
                 table: Table::Bindings,
                 capacity: B,
@@ -125,102 +364,119 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         }
         Ok(BindPlan {
             resource,
-            stage_bound,
+            stage_rank,
         })
     }
 
-    /// Applies a checked `bind`.
+    /// Applies a checked `bind`: the resource becomes submitted, at `at`,
+    /// and takes over its stage's place in the binding order (or the next
+    /// place for a newly bound stage).
     pub(crate) fn bind(&mut self, plan: BindPlan, stage: u32, request: &Id<L>, at: Position) {
-        for r in self.resources.iter_mut().filter(|r| r.stage == stage) {
-            r.bound = false;
-        }
-        let resource = Resource {
-            stage,
-            request: request.clone(),
-            position: at,
-            submitted: true,
-            bound: true,
-        };
-        match plan.resource {
-            Some(i) => self.resources[i] = resource,
-            None => {
-                let _ = self.resources.push(resource);
+        let rank = if plan.stage_rank == 0 {
+            self.bound = self.bound.saturating_add(1);
+            self.bound
+        } else {
+            // The stage's old binding stays a submitted resource.
+            for (s, st) in self.stages.iter().zip(self.states.iter_mut()) {
+                if *s == stage && *st > SUBMITTED {
+                    *st = SUBMITTED;
+                }
             }
-        }
-        if !plan.stage_bound {
-            let _ = self.bound_stages.push(stage);
-        }
+            plan.stage_rank
+        };
+        let row = plan.resource.unwrap_or(self.len());
+        self.write(row, stage, request, at, rank.saturating_add(SUBMITTED));
     }
 
     /// The bound resources, in binding order.
-    pub(crate) fn bindings(&self) -> impl Iterator<Item = &Resource<L>> {
-        self.bound_stages
-            .iter()
-            .filter_map(|s| self.resources.iter().find(|r| r.bound && r.stage == *s))
+    pub(crate) fn bindings(&self) -> impl Iterator<Item = Row<'_, L>> {
+        (1..=self.bound).filter_map(|rank| self.rows().find(|r| r.rank() == rank))
     }
 
     /// Request ids of the stage bindings, optionally only those at `at`.
     pub(crate) fn stage_ids(&self, at: Option<Position>) -> impl Iterator<Item = &Id<L>> {
         self.bindings()
             .filter(move |b| at.is_none_or(|p| b.position == p))
-            .map(|b| &b.request)
+            .map(|b| b.request)
     }
 
-    /// Unique request ids of the resources, filtered by position and flag.
+    /// Unique request ids of the resources, filtered by position and state.
     pub(crate) fn resource_ids(
         &self,
         at: Option<Position>,
-        submitted: Option<bool>,
+        state: Option<RequestState>,
     ) -> impl Iterator<Item = &Id<L>> {
-        let keep = move |r: &Resource<L>| {
-            at.is_none_or(|p| r.position == p) && submitted.is_none_or(|s| r.submitted == s)
+        let keep = move |r: &Row<'_, L>| {
+            at.is_none_or(|p| r.position == p) && state.is_none_or(|s| r.state() == s)
         };
-        let resources = &self.resources;
-        resources.iter().enumerate().filter_map(move |(i, r)| {
-            let first = keep(r)
-                && !resources[..i]
-                    .iter()
-                    .any(|e| keep(e) && e.request == r.request);
-            first.then_some(&r.request)
+        self.rows().enumerate().filter_map(move |(i, r)| {
+            let first = keep(&r)
+                && !self
+                    .rows()
+                    .take(i)
+                    .any(|e| keep(&e) && e.request == r.request);
+            first.then_some(r.request)
         })
     }
 
-    fn collect(ids: impl Iterator<Item = Id<L>>) -> RequestIds<L, R> {
-        let mut out = RequestIds::new();
-        for id in ids {
-            // At most one id per resource: never more than R.
-            let _ = out.push(id);
+    /// Drops the rows for which `drop` holds (keeping the order of the
+    /// rest), then closes the gaps in the binding order.
+    pub(crate) fn remove_where(&mut self, drop: impl Fn(&Id<L>, Position) -> bool) {
+        let len = self.len();
+        let mut kept = 0;
+        for i in 0..len {
+            let (Some(id), Some(p)) = (self.ids.get(i), self.positions.get(i)) else {
+                break;
+            };
+            if drop(id, *p) {
+                continue;
+            }
+            if kept != i {
+                self.ids.swap(kept, i);
+                self.positions.swap(kept, i);
+                self.stages.swap(kept, i);
+                self.states.swap(kept, i);
+            }
+            kept += 1;
         }
-        out
+        if kept == len {
+            return;
+        }
+        // `kept < len <= R <= 255`.
+        self.len = u8::try_from(kept).unwrap_or(self.len);
+        if self.bound != 0 {
+            self.compact_ranks();
+        }
     }
 
-    /// Drops bindings and resources whose request id is in `ids`.
-    pub(crate) fn release<I: AsRef<str>>(&mut self, ids: &[I]) {
-        let hit = |request: &Id<L>| ids.iter().any(|i| i.as_ref() == request.as_str());
-        self.resources.retain(|r| !hit(&r.request));
-        self.forget_unbound_stages();
-    }
-
-    /// Drops stages whose bound resource was released.
-    fn forget_unbound_stages(&mut self) {
-        let resources = &self.resources;
-        self.bound_stages
-            .retain(|s| resources.iter().any(|r| r.bound && r.stage == *s));
+    /// Renumbers the surviving bindings `1..=n`, keeping their order.
+    fn compact_ranks(&mut self) {
+        let len = self.len();
+        let mut next = 0u8;
+        for rank in 1..=self.bound {
+            // Places are unique, and a renumbered place only moves down, so
+            // it is never found again by a later (higher) `rank`.
+            let wanted = rank.saturating_add(SUBMITTED);
+            if let Some(st) = self.states.iter_mut().take(len).find(|st| **st == wanted) {
+                next = next.saturating_add(1);
+                *st = next.saturating_add(SUBMITTED);
+            }
+        }
+        self.bound = next;
     }
 
     /// Returns the unique ids at exactly `at`, then drops everything at `at`.
     pub(crate) fn release_position(&mut self, at: Position) -> RequestIds<L, R> {
-        let ids = Self::collect(self.resource_ids(Some(at), None).cloned());
-        self.resources.retain(|r| r.position != at);
-        self.forget_unbound_stages();
+        let ids = RequestIds::collect(self.resource_ids(Some(at), None));
+        self.remove_where(|_, p| p == at);
         ids
     }
 
     /// Returns every unique id, then drops everything.
     pub(crate) fn drain(&mut self) -> RequestIds<L, R> {
-        let ids = Self::collect(self.resource_ids(None, None).cloned());
-        self.bound_stages.clear();
-        self.resources.clear();
+        let ids = RequestIds::collect(self.resource_ids(None, None));
+        self.len = 0;
+        self.bound = 0;
         ids
     }
 }

@@ -10,8 +10,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use duplex_core::{
-    Activity, CloseReason, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock, Modes,
-    OpenOptions, Session,
+    Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
+    Modes, OpenOptions, Session,
 };
 use duplex_std::{ManagerConfig, SessionManager};
 
@@ -42,7 +42,7 @@ fn session_benches(c: &mut Criterion) {
 
     let (mut s, f) = open_session();
     g.bench_function("append_input", |b| {
-        b.iter(|| black_box(s.append(MODE, black_box(&f)).expect("append")));
+        b.iter(|| black_box(s.append(black_box(&f), MODE).expect("append")));
     });
 
     let (mut s, f) = open_session();
@@ -55,25 +55,25 @@ fn session_benches(c: &mut Criterion) {
 
     let (mut s, f) = open_session();
     let (r0, r1) = (id("req-stage0"), id("req-stage1"));
-    let both = [r0.as_str(), r1.as_str()];
+    let both = [r0.clone(), r1.clone()];
     g.bench_function("bind_release", |b| {
         b.iter(|| {
-            s.bind(0, &r0, &f).expect("bind 0");
-            s.bind(1, &r1, &f).expect("bind 1");
+            s.bind(&f, 0, &r0).expect("bind 0");
+            s.bind(&f, 1, &r1).expect("bind 1");
             s.release(black_box(&both));
         });
     });
 
     let (mut s, f) = open_session();
     for i in 0..8 {
-        s.record_completed(&id(&format!("op-{i}")), &f, MODE, false, &[i])
+        s.record_completed(&f, &id(&format!("op-{i}")), MODE, Finality::Partial, &[i])
             .expect("record");
     }
     let op3 = id("op-3");
     g.bench_function("completed_hit", |b| {
         b.iter(|| {
             black_box(
-                s.completed(black_box(&op3), &f, MODE, false)
+                s.completed(&f, black_box(&op3), MODE, Finality::Partial)
                     .expect("lookup")
                     .is_some(),
             )
@@ -115,7 +115,7 @@ fn manager_benches(c: &mut Criterion) {
         ("collect_idle_100k", 100_000),
     ] {
         let mut m = manager_with(n);
-        g.bench_function(name, |b| b.iter(|| black_box(m.collect_expired(&[]))));
+        g.bench_function(name, |b| b.iter(|| black_box(m.collect_expired([]))));
     }
 
     g.finish();

@@ -18,7 +18,9 @@
 )]
 
 use allocation_counter::measure;
-use duplex_core::{Activity, Fence, Id, InputMode, Instant, ManualClock, Modes, OpenOptions};
+use duplex_core::{
+    Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
+};
 use duplex_std::{ManagerConfig, SessionManager};
 
 const SESSIONS: usize = 10_000;
@@ -48,7 +50,7 @@ fn main() {
                 m.bind(f, stage as u32, request).expect("bind");
             }
             for (i, op) in ops.iter().enumerate() {
-                m.record_completed(f, op, AUDIO, false, &[i as i64])
+                m.record_completed(f, op, AUDIO, Finality::Partial, &[i as i64])
                     .expect("record");
             }
         }
@@ -68,13 +70,16 @@ fn main() {
             m.touch(&f, Activity::Heartbeat).expect("touch");
             m.bind(&f, 0, "llm").expect("bind");
             m.release(&f.session, &["llm"]).expect("release");
-            m.record_completed(&f, "chunk", AUDIO, false, &[i as i64])
+            m.record_completed(&f, "chunk", AUDIO, Finality::Partial, &[i as i64])
                 .expect("record");
-            m.completed(&f, "chunk", AUDIO, false).expect("lookup");
+            m.completed(&f, "chunk", AUDIO, Finality::Partial)
+                .expect("lookup");
             m.bind(&f, 1, "tts").expect("bind");
-            m.cancel(&f, &next).expect("cancel");
-            m.collect_expired(&[]);
-            count += 9;
+            let cancelled = m.cancel(&f, &next).expect("cancel");
+            m.release(&f.session, &cancelled).expect("release");
+            let expired = m.collect_expired([]);
+            assert!(expired.is_empty());
+            count += 10;
         }
     });
 

@@ -1,6 +1,7 @@
 //! Errors of the manager's dynamic API.
 
-use duplex_core::{ErrorKind, Id, StateKind, DEFAULT_ID_LEN};
+use duplex_core::profile::conformance::ID_LEN;
+use duplex_core::{ErrorKind, Id, Rejected};
 
 /// Why a manager operation failed. A failed operation changes nothing.
 ///
@@ -10,8 +11,7 @@ use duplex_core::{ErrorKind, Id, StateKind, DEFAULT_ID_LEN};
 /// use duplex_core::{ErrorKind, Fence, Id, ManualClock, Instant};
 /// use duplex_std::{Error, ManagerConfig, SessionManager};
 ///
-/// let mut m: SessionManager<ManualClock> =
-///     SessionManager::new(ManualClock::new(Instant::ZERO), ManagerConfig::default())?;
+/// let mut m = SessionManager::new(ManualClock::new(Instant::ZERO), ManagerConfig::default())?;
 /// let f = Fence::new(Id::new("nobody")?, 0);
 /// let err = m.detach(&f).unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::UnknownSession);
@@ -20,8 +20,9 @@ use duplex_core::{ErrorKind, Id, StateKind, DEFAULT_ID_LEN};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error<const L: usize = DEFAULT_ID_LEN> {
-    /// The session refused the operation (fence, mode, capacity, ...).
+pub enum Error<const L: usize = { ID_LEN }> {
+    /// The session refused the operation (fence, mode, capacity, lifecycle
+    /// state, ...).
     #[error(transparent)]
     Session(#[from] duplex_core::Error),
     /// No session has this id.
@@ -42,24 +43,17 @@ pub enum Error<const L: usize = DEFAULT_ID_LEN> {
         /// The limit.
         limit: usize,
     },
-    /// The session's state does not permit the operation (SPEC §5).
-    #[error("{operation} is not permitted while the session is {state}")]
-    WrongState {
-        /// The operation.
-        operation: &'static str,
-        /// The session's state.
-        state: StateKind,
-    },
 }
 
 impl<const L: usize> Error<L> {
-    /// The stable kind (SPEC §8).
+    /// The stable kind.
     ///
     /// ```
     /// # use duplex_core::{ErrorKind, StateKind};
     /// # use duplex_std::Error;
-    /// let e: Error = Error::WrongState { operation: "append", state: StateKind::Detached };
+    /// let e: Error = duplex_core::Error::WrongState { operation: "append", state: StateKind::Detached }.into();
     /// assert_eq!(e.kind(), ErrorKind::WrongState);
+    /// assert_eq!(e.to_string(), "append is not permitted while the session is detached");
     /// ```
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -67,7 +61,14 @@ impl<const L: usize> Error<L> {
             Error::UnknownSession { .. } => ErrorKind::UnknownSession,
             Error::SessionExists { .. } => ErrorKind::SessionExists,
             Error::CapacityExhausted { .. } => ErrorKind::CapacityExhausted,
-            Error::WrongState { .. } => ErrorKind::WrongState,
         }
+    }
+}
+
+impl<T, const L: usize> From<Rejected<T>> for Error<L> {
+    /// The refusal's error (the session in it is dropped), so `?` works on
+    /// typed transitions in a function returning this error.
+    fn from(rejected: Rejected<T>) -> Self {
+        Error::Session(rejected.error)
     }
 }

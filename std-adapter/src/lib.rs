@@ -10,8 +10,8 @@
 //! use duplex_core::*;
 //! use duplex_std::{ManagerConfig, MonotonicClock, SessionManager};
 //!
-//! let mut manager: SessionManager<MonotonicClock> =
-//!     SessionManager::new(MonotonicClock::new(), ManagerConfig { max_sessions: Some(10_000), ..Default::default() })?;
+//! let config = ManagerConfig { max_sessions: Some(10_000), ..ManagerConfig::default() };
+//! let mut manager = SessionManager::new(MonotonicClock::new(), config)?;
 //! let fence = Fence::new(Id::new("call-1")?, 0);
 //! let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
 //! manager.open(fence.clone(), opts)?;
@@ -27,23 +27,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Features
-//!
-//! - `sim` (default): the `duplex-sim` load-and-fault simulator binary.
+//! The load-and-fault simulator that drives this manager is its own crate,
+//! `duplex-sim`, so hosts that depend on `duplex-std` compile none of its
+//! dependencies.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod any;
 mod clock;
 mod error;
 mod manager;
-mod timers;
+mod snapshot;
 
-#[cfg(feature = "sim")]
-pub mod sim;
-
-pub use any::{AnySession, Snapshot, Typed};
 pub use clock::MonotonicClock;
 pub use error::Error;
 pub use manager::{Expiry, ManagerConfig, Released, SessionManager};
+pub use snapshot::Snapshot;

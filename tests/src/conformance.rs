@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use duplex_core::{
-    Activity, Appended, Clock, CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant,
-    LeaseConfig, ManualClock, Modes, OpenOptions, RequestIds, Reservation, StateKind,
+    Activity, Appended, Clock, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode,
+    Instant, LeaseConfig, ManualClock, Modes, OpenOptions, RequestIds, RequestState, Reservation,
+    StateKind,
 };
 use duplex_std::{ManagerConfig, SessionManager, Snapshot};
 use serde_json::{json, Map, Value};
@@ -153,7 +154,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "detached_at_ms": s.detached_at.map(Instant::as_millis),
         "active_operations": ids_json(&s.active_operations),
         "bindings": s.bindings.iter().map(|(st, r)| json!([st, r.as_str()])).collect::<Vec<_>>(),
-        "resources": s.resources.iter().map(|(st, r, sub)| json!([st, r.as_str(), sub])).collect::<Vec<_>>(),
+        "resources": s.resources.iter().map(|(st, r, sub)| json!([st, r.as_str(), sub.is_submitted()])).collect::<Vec<_>>(),
         "completed": ids_json(&s.completed),
         "close_reason": s.close_reason.map(CloseReason::as_str),
     })
@@ -183,7 +184,7 @@ impl Runner {
     /// Never: the default manager configuration is valid.
     pub fn new() -> Self {
         let clock = SharedClock::default();
-        let manager = Manager::new(clock.clone(), ManagerConfig::default())
+        let manager = Manager::with_capacities(clock.clone(), ManagerConfig::default())
             .expect("the default config is valid");
         Runner {
             clock,
@@ -252,7 +253,6 @@ impl Runner {
                         .filter_map(|s| Id::new(s).ok())
                         .collect(),
                 };
-                let excluded: Vec<&Id> = excluded.iter().collect();
                 let mut records: Vec<Value> = self
                     .manager
                     .collect_expired(&excluded)
@@ -277,7 +277,7 @@ impl Runner {
                     .manager
                     .close_for_requests(&ids)
                     .iter()
-                    .map(|(s, ids)| (s.as_str().to_owned(), ids_json(ids)))
+                    .map(|r| (r.session.as_str().to_owned(), ids_json(&r.ids)))
                     .collect();
                 Ok(json!({ "closing": closing }))
             }
@@ -286,17 +286,18 @@ impl Runner {
                     .into_iter()
                     .filter_map(|s| Id::new(s).ok())
                     .collect();
-                let refs: Vec<&Id> = ids.iter().collect();
                 let mut done: Vec<&str> = Vec::new();
-                let finalized = self.manager.finalize_closed(&refs);
-                done.extend(finalized.iter().map(|(s, _)| s.as_str()));
+                let finalized = self.manager.finalize_closed(&ids);
+                done.extend(finalized.iter().map(|r| r.session.as_str()));
                 done.sort_unstable();
                 Ok(json!({ "finalized": done }))
             }
             "inspect" => {
                 match session_of(field(op, "session")?)?.and_then(|s| self.manager.get(&s)) {
                     None => Ok(json!({"absent": true})),
-                    Some(s) => Ok(snapshot_json(&s.snapshot())),
+                    Some(s) => {
+                        Ok(Snapshot::of(s).map_or(json!({"absent": true}), |v| snapshot_json(&v)))
+                    }
                 }
             }
             "sessions" => {
@@ -380,7 +381,7 @@ impl Runner {
             max_sessions,
             completed_append_limit: Some(limit),
         };
-        Ok(match Manager::new(clock.clone(), config) {
+        Ok(match Manager::with_capacities(clock.clone(), config) {
             Ok(manager) => {
                 self.clock = clock;
                 self.manager = manager;
@@ -443,7 +444,11 @@ impl Runner {
             "stage_ids" | "resource_ids" => {
                 let submitted = match op.get("submitted") {
                     None | Some(Value::Null) => None,
-                    Some(v) => Some(bool_of(v, "submitted")?),
+                    Some(v) => Some(if bool_of(v, "submitted")? {
+                        RequestState::Submitted
+                    } else {
+                        RequestState::Reserved
+                    }),
                 };
                 let ids = match filter {
                     // A filter fence whose id names no session matches nothing.
@@ -522,7 +527,7 @@ impl Runner {
                 let handle = str_of(field(op, "handle")?, "handle")?.to_owned();
                 match m.prepare_append(f, mode_of(field(op, "mode")?)?) {
                     Ok(r) => {
-                        let out = appended_json(r.update());
+                        let out = appended_json(r.on_commit());
                         self.handles.insert(handle, r);
                         Ok(out)
                     }
@@ -530,13 +535,13 @@ impl Runner {
                 }
             }
             "completed" => {
-                let final_ = bool_of(field(op, "final")?, "final")?;
+                let finality = Finality::from(bool_of(field(op, "final")?, "final")?);
                 let mode = mode_of(field(op, "mode")?)?;
                 m.completed(
                     f,
                     str_of(field(op, "operation_id")?, "operation_id")?,
                     mode,
-                    final_,
+                    finality,
                 )
                 .map(|r| json!({"results": r}))
                 .map_err(|e| e.kind())
@@ -551,13 +556,13 @@ impl Runner {
                             .ok_or_else(|| bad(format!("stage result {v} is not an integer")))
                     })
                     .collect::<Result<Vec<i64>, _>>()?;
-                let final_ = bool_of(field(op, "final")?, "final")?;
+                let finality = Finality::from(bool_of(field(op, "final")?, "final")?);
                 let mode = mode_of(field(op, "mode")?)?;
                 null(m.record_completed(
                     f,
                     str_of(field(op, "operation_id")?, "operation_id")?,
                     mode,
-                    final_,
+                    finality,
                     &results,
                 ))
             }

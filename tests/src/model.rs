@@ -20,9 +20,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use duplex_core::profile::conformance;
 use duplex_core::{
-    Activity, CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock,
-    OpenOptions, Reservation, StateKind,
+    Activity, CloseReason, Duration, Fence, Finality, Id, InputMode, Instant, LeaseConfig,
+    ManualClock, OpenOptions, Reservation, StateKind,
 };
 use duplex_std::{ManagerConfig, SessionManager, Snapshot};
 
@@ -30,6 +31,9 @@ use duplex_std::{ManagerConfig, SessionManager, Snapshot};
 pub const SESSIONS: [&str; 3] = ["a", "b", "c"];
 /// The model's admission limit.
 pub const MAX_SESSIONS: usize = 2;
+/// The model's completed-append limit (below the capacity, so eviction at
+/// the limit is exercised).
+pub const COMPLETED_LIMIT: usize = 4;
 const MODES: [InputMode; 6] = InputMode::ALL;
 
 /// A fence relative to the session's current one (saturating at 0 and at
@@ -243,7 +247,7 @@ impl Harness<'_> {
             .map(|s| {
                 (
                     s.to_string(),
-                    self.m.get(s).expect("listed sessions exist").snapshot(),
+                    self.m.snapshot(s).expect("listed sessions are unfinished"),
                 )
             })
             .collect()
@@ -294,7 +298,7 @@ impl Harness<'_> {
                 let generation = self
                     .m
                     .get(&session(s))
-                    .map_or(0, |x| x.snapshot().lease_generation);
+                    .map_or(0, duplex_core::AnySession::lease_generation);
                 self.m.resume(
                     &self.fence(s, f),
                     generation.saturating_add_signed(generation_delta),
@@ -325,7 +329,8 @@ impl Harness<'_> {
                 mode: m,
                 final_,
             } => {
-                self.m.completed(&self.fence(s, f), &op, mode(m), final_)?;
+                self.m
+                    .completed(&self.fence(s, f), &op, mode(m), Finality::from(final_))?;
             }
             Op::Record {
                 s,
@@ -335,8 +340,13 @@ impl Harness<'_> {
                 final_,
                 results,
             } => {
-                self.m
-                    .record_completed(&self.fence(s, f), &op, mode(m), final_, &results)?;
+                self.m.record_completed(
+                    &self.fence(s, f),
+                    &op,
+                    mode(m),
+                    Finality::from(final_),
+                    &results,
+                )?;
             }
             Op::Reserve {
                 s,
@@ -383,20 +393,19 @@ impl Harness<'_> {
             }
             Op::CollectExpired { excluded } => {
                 let excluded: Vec<Id> = excluded.map(session).into_iter().collect();
-                let refs: Vec<&Id> = excluded.iter().collect();
-                let expired = self.m.collect_expired(&refs);
-                if let Some(e) = expired.iter().find(|e| refs.contains(&&e.session)) {
+                let expired = self.m.collect_expired(&excluded);
+                if let Some(e) = expired.iter().find(|e| excluded.contains(&e.session)) {
                     panic!("excluded session {} expired", e.session);
                 }
             }
             Op::CloseForRequests { requests } => {
-                self.m.close_for_requests(&requests);
+                // What it reports is checked against what left the sessions.
+                let _closing = self.m.close_for_requests(&requests);
             }
             Op::FinalizeClosed { sessions } => {
                 let ids: Vec<Id> = sessions.into_iter().map(session).collect();
-                let refs: Vec<&Id> = ids.iter().collect();
-                for (s, ids) in self.m.finalize_closed(&refs) {
-                    report(&s, &ids);
+                for r in self.m.finalize_closed(&ids) {
+                    report(&r.session, &r.ids);
                 }
             }
         }
@@ -441,11 +450,13 @@ fn check_step(
     );
     for (s, a) in after {
         ensure!(
-            a.resources.len() <= 8 && a.bindings.len() <= 4,
+            a.resources.len() <= conformance::RESOURCES
+                && a.bindings.len() <= conformance::BINDINGS,
             "{s}: a table is over capacity"
         );
         ensure!(
-            a.completed.len() <= 4 && a.active_operations.len() <= 4,
+            a.completed.len() <= COMPLETED_LIMIT
+                && a.active_operations.len() <= conformance::ACTIVE_OPS,
             "{s}: a table is over capacity"
         );
         if let Some(b) = before.get(s) {
@@ -528,10 +539,10 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
     let clock = ManualClock::new(Instant::from_millis(1_000));
     let config = ManagerConfig {
         max_sessions: Some(MAX_SESSIONS),
-        completed_append_limit: Some(4),
+        completed_append_limit: Some(COMPLETED_LIMIT),
     };
     let mut h = Harness {
-        m: SessionManager::new(&clock, config).expect("the model's config is valid"),
+        m: SessionManager::with_capacities(&clock, config).expect("the model's config is valid"),
         clock: &clock,
         incarnations: [0; 3],
         handles: Vec::new(),
@@ -544,7 +555,7 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
         let due = h.m.next_deadline();
         let expected = after
             .keys()
-            .filter_map(|s| h.m.get(&id(s)).and_then(duplex_std::AnySession::deadline))
+            .filter_map(|s| h.m.get(&id(s)).and_then(duplex_core::AnySession::deadline))
             .min();
         ensure!(
             due == expected,

@@ -1,8 +1,8 @@
 //! The seed's main scenarios, through the std manager with a manual clock.
 
 use duplex_core::{
-    Activity, Clock, CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant, LeaseConfig,
-    ManualClock, Modes, OpenOptions, StateKind,
+    Activity, Clock, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode, Instant,
+    LeaseConfig, ManualClock, Modes, OpenOptions, StateKind,
 };
 use duplex_std::{ManagerConfig, SessionManager};
 
@@ -77,7 +77,7 @@ fn a_stale_close_keeps_the_live_session_and_its_bindings() {
     open_audio(&mut m, &old);
     let live = old.clone().with_epoch(2);
     m.bind(&live, 0, "llm-7").unwrap();
-    let before = m.get(&old.session).unwrap().snapshot();
+    let before = m.snapshot(&old.session).unwrap();
 
     // A close from the previous epoch arrives late.
     assert_eq!(
@@ -88,11 +88,7 @@ fn a_stale_close_keeps_the_live_session_and_its_bindings() {
         kind_of(m.begin_close(&old, CloseReason::ClientClose)),
         ErrorKind::FenceMismatch
     );
-    assert_eq!(
-        m.get(&old.session).unwrap().snapshot(),
-        before,
-        "nothing changed"
-    );
+    assert_eq!(m.snapshot(&old.session).unwrap(), before, "nothing changed");
     assert_eq!(
         m.stage_request_ids(&old.session, None).unwrap().as_slice(),
         [id("llm-7")]
@@ -241,7 +237,7 @@ fn touch_pushes_idle_expiry_back_and_excluded_sessions_wait() {
     m.touch(&a, Activity::Heartbeat).unwrap();
     clock.advance(Duration::from_secs(4));
     // b is due, but excluded (say, its cleanup is in flight).
-    assert!(m.collect_expired(&[&b.session]).is_empty());
+    assert!(m.collect_expired([&b.session]).is_empty());
     assert_eq!(m.next_deadline(), Some(Instant::from_millis(10_000)));
     let expired = m.collect_expired(&[]);
     assert_eq!(
@@ -297,16 +293,16 @@ fn request_cleanup_closes_the_owner_and_finalize_hands_back_its_requests() {
 
     let closing = m.close_for_requests(&["tts-a"]);
     assert_eq!(closing.len(), 1);
-    assert_eq!(closing[0].0, a.session);
-    assert_eq!(closing[0].1.as_slice(), [id("llm-a"), id("tts-a")]);
+    assert_eq!(closing[0].session, a.session);
+    assert_eq!(closing[0].ids.as_slice(), [id("llm-a"), id("tts-a")]);
     assert_eq!(m.get(&a.session).unwrap().kind(), StateKind::Closing);
     assert_eq!(m.get(&b.session).unwrap().kind(), StateKind::Open);
 
     // Cleanup failed once and is retried before finalize: still reported.
     assert_eq!(m.close_for_requests(&["tts-a"]).len(), 1);
-    let done = m.finalize_closed(&[&a.session, &b.session]);
+    let done = m.finalize_closed([&a.session, &b.session]);
     assert_eq!(done.len(), 1);
-    assert_eq!(done[0].1.len(), 2);
+    assert_eq!(done[0].ids.len(), 2);
 }
 
 #[test]
@@ -323,7 +319,10 @@ fn admission_counts_closing_sessions_until_finalized() {
     let b = fence("b", 0);
     let refused = m.open(b.clone(), OpenOptions::default());
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::CapacityExhausted);
-    m.finalize(&a.session).unwrap();
+    assert!(
+        m.finalize(&a.session).unwrap().is_empty(),
+        "a held no requests"
+    );
     m.open(b, OpenOptions::default()).unwrap();
 }
 
@@ -336,7 +335,7 @@ fn failed_operations_change_nothing() {
     for (stage, request) in [(0, "q0"), (1, "q1"), (2, "q2"), (3, "q3")] {
         m.bind(&f, stage, request).unwrap();
     }
-    let before = m.get(&f.session).unwrap().snapshot();
+    let before = m.snapshot(&f.session).unwrap();
     clock.advance(Duration::from_secs(1));
     // Bindings full; a different epoch would also have reset the cursor.
     assert_eq!(
@@ -344,7 +343,7 @@ fn failed_operations_change_nothing() {
         ErrorKind::Full
     );
     assert_eq!(
-        kind_of(m.record_completed(&f, "op", AUDIO, true, &[1, 2, 3, 4, 5])),
+        kind_of(m.record_completed(&f, "op", AUDIO, Finality::Final, &[1, 2, 3, 4, 5])),
         ErrorKind::Full
     );
     assert_eq!(kind_of(m.reserve(&f, 0, "")), ErrorKind::InvalidId);
@@ -356,5 +355,5 @@ fn failed_operations_change_nothing() {
         kind_of(m.touch(&fence("call", 9), Activity::Heartbeat)),
         ErrorKind::FenceMismatch
     );
-    assert_eq!(m.get(&f.session).unwrap().snapshot(), before);
+    assert_eq!(m.snapshot(&f.session).unwrap(), before);
 }

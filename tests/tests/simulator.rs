@@ -1,7 +1,7 @@
 //! The simulator at small sizes: clean under every fault, every fault
 //! actually exercised, and runs replayable from their seed.
 
-use duplex_std::sim::{run, Fault, Faults, Report, SimConfig};
+use duplex_sim::{run, Fault, Faults, Report, SimConfig};
 
 fn small(seed: u64, faults: Faults) -> SimConfig {
     SimConfig {

@@ -1,4 +1,4 @@
-// SPEC §5: a Closing session takes no input.
+// Lifecycle: a Closing session takes no input.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {
@@ -9,5 +9,5 @@ fn open() -> (Session<Open>, Fence) {
 fn main() {
     let (s, f) = open();
     let mut c = s.begin_close(&f, CloseReason::ClientClose).unwrap();
-    c.append(InputMode::TurnCommitOnly, &f);
+    c.append(&f, InputMode::TurnCommitOnly);
 }

@@ -1,4 +1,4 @@
-// SPEC §5: a Detached session refuses new client input; append exists only on Session<Open>.
+// Lifecycle: a Detached session refuses new client input; append exists only on Session<Open>.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {
@@ -9,5 +9,5 @@ fn open() -> (Session<Open>, Fence) {
 fn main() {
     let (s, f) = open();
     let mut d = s.detach(&f, Instant::ZERO).unwrap();
-    d.append(InputMode::TurnCommitOnly, &f);
+    d.append(&f, InputMode::TurnCommitOnly);
 }

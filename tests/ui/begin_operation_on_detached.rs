@@ -1,4 +1,4 @@
-// SPEC §5: begin_operation starts new work and is Open-only; a Detached session may only end operations.
+// Lifecycle: begin_operation starts new work and is Open-only; a Detached session may only end operations.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

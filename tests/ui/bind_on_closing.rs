@@ -1,4 +1,4 @@
-// SPEC §5: a Closing session keeps its requests for cleanup but binds no new ones.
+// Lifecycle: a Closing session keeps its requests for cleanup but binds no new ones.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {
@@ -9,5 +9,5 @@ fn open() -> (Session<Open>, Fence) {
 fn main() {
     let (s, f) = open();
     let mut c = s.begin_close(&f, CloseReason::ClientClose).unwrap();
-    c.bind(0, &Id::new("late").unwrap(), &f);
+    c.bind(&f, 0, &Id::new("late").unwrap());
 }

@@ -1,4 +1,4 @@
-// SPEC §5: detach is Open -> Detached; a Detached session cannot detach again.
+// Lifecycle: detach is Open -> Detached; a Detached session cannot detach again.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

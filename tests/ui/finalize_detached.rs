@@ -1,4 +1,4 @@
-// SPEC §5: finalize is Closing -> Closed; a Detached session must begin_close first.
+// Lifecycle: finalize is Closing -> Closed; a Detached session must begin_close first.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

@@ -1,4 +1,4 @@
-// SPEC §6: ids are 1..=L bytes; an Id can only be made through Id::new, which checks the length.
+// Capacity: ids are 1..=L bytes; an Id can only be made through Id::new, which checks the length.
 use duplex_core::Id;
 
 fn main() {

@@ -1,4 +1,4 @@
-// SPEC §5: a Closed session only reports its final facts; request ids were handed back by finalize.
+// Lifecycle: a Closed session only reports its final facts; request ids were handed back by finalize.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

@@ -1,4 +1,4 @@
-// SPEC §5: prepare_append is client input too; a reservation can only be made while Open.
+// Lifecycle: prepare_append is client input too; a reservation can only be made while Open.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {
@@ -9,5 +9,5 @@ fn open() -> (Session<Open>, Fence) {
 fn main() {
     let (s, f) = open();
     let d = s.detach(&f, Instant::ZERO).unwrap();
-    d.prepare_append(InputMode::TurnCommitOnly, &f);
+    d.prepare_append(&f, InputMode::TurnCommitOnly);
 }

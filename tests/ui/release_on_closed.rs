@@ -1,4 +1,4 @@
-// SPEC §5: a Closed session only reports its final facts; its tables are gone.
+// Lifecycle: a Closed session only reports its final facts; its tables are gone.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {
@@ -9,5 +9,5 @@ fn open() -> (Session<Open>, Fence) {
 fn main() {
     let (s, f) = open();
     let (mut closed, _ids) = s.close(&f, CloseReason::ClientClose).unwrap();
-    closed.release(&["r"]);
+    closed.release(&[Id::new("r").unwrap()]);
 }

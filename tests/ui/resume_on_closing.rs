@@ -1,4 +1,4 @@
-// SPEC §5: closing is irreversible; a Closing session cannot be resumed.
+// Lifecycle: closing is irreversible; a Closing session cannot be resumed.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

@@ -1,4 +1,4 @@
-// SPEC §5: Closing is irreversible; touch needs a live (Open or Detached) session.
+// Lifecycle: Closing is irreversible; touch needs a live (Open or Detached) session.
 use duplex_core::*;
 
 fn open() -> (Session<Open>, Fence) {

@@ -1,11 +1,12 @@
-//! Operations of live sessions (`Open` or `Detached`): engine-side work that
-//! may finish after the client has gone.
+//! Operations of live sessions (`S: Live`: Open or Detached): engine-side
+//! work that may finish after the client has gone, and the ways out.
 
-use super::state::{Closed, Closing, Live};
+use super::state::{Closed, Closing, Live, Open, State};
 use super::Session;
-use crate::append::{Appended, Reservation};
+use crate::append::{Appended, Finality, Reservation};
 use crate::error::{Error, FenceRule, Rejected};
 use crate::fence::Fence;
+use crate::fmt::debug;
 use crate::id::Id;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
@@ -13,7 +14,7 @@ use crate::requests::RequestIds;
 use crate::time::Instant;
 
 impl<
-        S: Live,
+        S: State,
         SC,
         RC,
         const R: usize,
@@ -24,7 +25,8 @@ impl<
         const K: usize,
     > Session<S, SC, RC, R, B, D, A, L, K>
 {
-    /// SPEC §2 `accept`: validates `fence` and makes it current.
+    /// Validates `fence` and makes it current (a new epoch resets the input
+    /// sequence and clears the completed-append cache).
     ///
     /// # Errors
     ///
@@ -33,40 +35,100 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
     /// s.accept_fence(&f.clone().with_epoch(1))?;
     /// assert!(s.accept_fence(&f).is_err()); // epoch 0 is behind now
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error> {
-        self.fence.admits(fence)?;
-        self.accept_validated(fence);
-        Ok(())
+    pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error>
+    where
+        S: Live,
+    {
+        self.accept(fence)
     }
 
-    /// Records activity at `now` (SPEC §3 `touch`).
+    /// Records activity at `now`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FenceMismatch`].
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
     /// s.touch(&f, Activity::PlaybackAck, Instant::from_millis(40))?;
     /// assert_eq!(s.last_activity(), Instant::from_millis(40));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn touch(
-        &mut self,
-        fence: &Fence<L>,
-        activity: Activity,
-        now: Instant,
-    ) -> Result<(), Error> {
+    pub fn touch(&mut self, fence: &Fence<L>, activity: Activity, now: Instant) -> Result<(), Error>
+    where
+        S: Live,
+    {
         self.fence.admits(fence)?;
-        let _ = activity;
+        debug!(
+            "duplex session {=str}: {=str} at {=u64} ms",
+            self.fence.session.as_str(),
+            activity.as_str(),
+            now.as_millis()
+        );
         self.lease.last_activity = now;
         Ok(())
     }
 
-    /// Ends an active lease operation (SPEC §3 `end_operation`).
+    /// The client (re)attaches with its resume token: checks and bumps the
+    /// lease generation and returns the session `Open` with the new
+    /// generation. From `Detached` this is the return within grace; from
+    /// `Open` it is a takeover by a new connection (the old connection's
+    /// token is dead).
+    ///
+    /// # Errors
+    ///
+    /// The unchanged session with [`Error::FenceMismatch`] or
+    /// [`Error::GenerationMismatch`].
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let d = s.detach(&f, Instant::ZERO)?;
+    /// let d = d.resume(&f, 5, Instant::ZERO).unwrap_err().session; // stale token
+    /// let (open, generation) = d.resume(&f, 0, Instant::from_millis(50))?;
+    /// assert_eq!((generation, open.last_activity()), (1, Instant::from_millis(50)));
+    /// // Takeover while open: the old token (1) is now stale.
+    /// let (open, generation) = open.resume(&f, 1, Instant::from_millis(60))?;
+    /// assert_eq!(generation, 2);
+    /// assert_eq!(open.resume(&f, 1, Instant::ZERO).unwrap_err().error, Error::GenerationMismatch { expected: 2, actual: 1 });
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn resume(
+        self,
+        fence: &Fence<L>,
+        expected_generation: u64,
+        now: Instant,
+    ) -> Result<(Session<Open, SC, RC, R, B, D, A, L, K>, u64), Rejected<Self>>
+    where
+        S: Live,
+    {
+        let mut session = self.guarded(|s| {
+            s.fence.admits(fence)?;
+            if expected_generation != s.lease.generation {
+                return Err(Error::GenerationMismatch {
+                    expected: s.lease.generation,
+                    actual: expected_generation,
+                });
+            }
+            Ok(())
+        })?;
+        session.lease.generation = session.lease.generation.saturating_add(1);
+        session.lease.last_activity = now;
+        let generation = session.lease.generation;
+        // `detached_at` lives in the `Detached` marker: it goes with it.
+        Ok((session.into_state(Open), generation))
+    }
+
+    /// Ends an active lease operation.
     ///
     /// # Errors
     ///
@@ -76,18 +138,16 @@ impl<
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let op = Id::new("op")?;
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
     /// s.begin_operation(&f, &op, Instant::ZERO)?;
     /// s.end_operation(&f, &op, Instant::from_millis(5))?;
     /// assert_eq!(s.end_operation(&f, &op, Instant::ZERO), Err(Error::OperationNotActive));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn end_operation(
-        &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
-        now: Instant,
-    ) -> Result<(), Error> {
+    pub fn end_operation(&mut self, fence: &Fence<L>, op: &Id<L>, now: Instant) -> Result<(), Error>
+    where
+        S: Live,
+    {
         self.fence.admits(fence)?;
         let index = self.lease.active_index(op)?;
         self.lease.end(index, now);
@@ -95,42 +155,39 @@ impl<
     }
 
     /// Phase two of an append: applies `reservation` if the session has not
-    /// moved since it was prepared (SPEC §4 `commit_append`).
+    /// moved since it was prepared.
     ///
     /// # Errors
     ///
-    /// [`Error::StaleReservation`] if the fence, sequence, turn sequence or
-    /// turn key changed in between (including a second commit).
+    /// [`Error::StaleReservation`] saying what moved: the epoch, the
+    /// sequence (another commit, or this one already), or the fence.
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// let a = s.prepare_append(InputMode::TurnCommitOnly, &f)?;
-    /// let b = s.prepare_append(InputMode::TurnCommitOnly, &f)?;
-    /// s.commit_append(&b)?;
-    /// assert_eq!(s.commit_append(&a).unwrap_err().kind(), ErrorKind::StaleReservation);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let a = s.prepare_append(&f, InputMode::TurnCommitOnly)?;
+    /// s.accept_fence(&f.clone().with_epoch(1))?; // barge-in
+    /// let err = s.commit_append(&a).unwrap_err();
+    /// assert_eq!(err.to_string(), "append reservation is stale: the epoch moved from 0 to 1");
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error> {
-        if self.fence != reservation.base_fence || self.cursor != reservation.base {
-            return Err(Error::StaleReservation {
-                expected_seq: reservation.base.seq,
-                actual_seq: self.cursor.seq,
-            });
-        }
+    pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error>
+    where
+        S: Live,
+    {
+        reservation.check_fresh(&self.fence, &self.cursor)?;
         // Validated against this very fence when prepared.
         self.fence.admits(&reservation.fence)?;
         self.accept_validated(&reservation.fence);
-        self.cursor.seq = reservation.update.seq;
-        self.cursor.turn_seq = reservation.update.turn_seq;
-        self.cursor.turn_key = Some(reservation.fence.position());
-        Ok(reservation.update)
+        self.cursor
+            .commit(reservation.on_commit, reservation.fence.position());
+        Ok(reservation.on_commit)
     }
 
-    /// Looks up a completed append by operation id (SPEC §4 `completed`):
-    /// `None` if unknown, the recorded stage results if recorded with the same
-    /// fence, mode and final flag.
+    /// Looks up a completed append by operation id: `None` if unknown, the
+    /// recorded stage results if recorded with the same fence, mode and
+    /// finality.
     ///
     /// # Errors
     ///
@@ -141,27 +198,31 @@ impl<
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let op = Id::new("op-1")?;
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// assert_eq!(s.completed(&op, &f, InputMode::AppendAudioChunk, false)?, None);
-    /// s.record_completed(&op, &f, InputMode::AppendAudioChunk, false, &[10, 11])?;
-    /// assert_eq!(s.completed(&op, &f, InputMode::AppendAudioChunk, false)?, Some(&[10, 11][..]));
-    /// assert_eq!(s.completed(&op, &f, InputMode::AppendAudioChunk, true), Err(Error::OperationReused));
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let chunk = InputMode::AppendAudioChunk;
+    /// assert_eq!(s.completed(&f, &op, chunk, Finality::Partial)?, None);
+    /// s.record_completed(&f, &op, chunk, Finality::Partial, &[10, 11])?;
+    /// assert_eq!(s.completed(&f, &op, chunk, Finality::Partial)?, Some(&[10, 11][..]));
+    /// assert_eq!(s.completed(&f, &op, chunk, Finality::Final), Err(Error::OperationReused));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn completed(
         &self,
-        op: &Id<L>,
         fence: &Fence<L>,
+        op: &Id<L>,
         mode: InputMode,
-        final_: bool,
-    ) -> Result<Option<&[i64]>, Error> {
+        finality: Finality,
+    ) -> Result<Option<&[i64]>, Error>
+    where
+        S: Live,
+    {
         self.fence.admits(fence)?;
-        self.completed.lookup(op, fence, mode, final_)
+        self.completed.lookup(fence, op, mode, finality)
     }
 
-    /// Records a completed append (SPEC §4 `record_completed`; no fence
-    /// validation): inserted or replaced as newest; the oldest is evicted
-    /// beyond the session's completed-append limit.
+    /// Records a completed append (no fence validation): inserted or
+    /// replaced as newest; the oldest is evicted beyond the session's
+    /// completed-append limit.
     ///
     /// # Errors
     ///
@@ -170,9 +231,9 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default().completed_limit(2), Instant::ZERO)?;
+    /// let mut s = Session::open(f.clone(), OpenOptions::default().completed_limit(2), Instant::ZERO)?;
     /// for op in ["a", "b", "c"] {
-    ///     s.record_completed(&Id::new(op)?, &f, InputMode::TurnCommitOnly, true, &[])?;
+    ///     s.record_completed(&f, &Id::new(op)?, InputMode::TurnCommitOnly, Finality::Final, &[])?;
     /// }
     /// let ops: Vec<&str> = s.completed_operations().map(|o| o.as_str()).collect();
     /// assert_eq!(ops, ["b", "c"]);
@@ -180,19 +241,22 @@ impl<
     /// ```
     pub fn record_completed(
         &mut self,
-        op: &Id<L>,
         fence: &Fence<L>,
+        op: &Id<L>,
         mode: InputMode,
-        final_: bool,
+        finality: Finality,
         results: &[i64],
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error>
+    where
+        S: Live,
+    {
+        let own_identity = fence.same_identity(&self.fence);
         self.completed
-            .record(&self.fence.session, op, fence, mode, final_, results)
+            .record(own_identity, fence, op, mode, finality, results)
     }
 
-    /// Reserves `(stage, request)` under `fence` without submitting it
-    /// (SPEC §4 `reserve`). Reserving an existing pair of the same epoch is a
-    /// no-op.
+    /// Reserves `(stage, request)` under `fence` without submitting it.
+    /// Reserving an existing pair of the same epoch is a no-op.
     ///
     /// # Errors
     ///
@@ -202,20 +266,23 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
     /// let r = Id::new("r")?;
-    /// s.reserve(0, &r, &f)?;
-    /// s.reserve(0, &r, &f)?; // idempotent
+    /// s.reserve(&f, 0, &r)?;
+    /// s.reserve(&f, 0, &r)?; // idempotent
     /// assert_eq!(s.resources().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn reserve(&mut self, stage: u32, request: &Id<L>, fence: &Fence<L>) -> Result<(), Error> {
+    pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
+    where
+        S: Live,
+    {
         self.fence.admits(fence)?;
         self.requests.reserve(stage, request, fence.position())
     }
 
     /// Reserves, accepts `fence`, marks the request submitted and makes it
-    /// the stage's binding (SPEC §4 `bind`). All-or-nothing.
+    /// the stage's binding. All-or-nothing.
     ///
     /// # Errors
     ///
@@ -225,15 +292,18 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// s.bind(0, &Id::new("a")?, &f)?;
-    /// s.bind(0, &Id::new("b")?, &f)?; // replaces stage 0's binding
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("a")?)?;
+    /// s.bind(&f, 0, &Id::new("b")?)?; // replaces stage 0's binding
     /// let bound: Vec<&str> = s.stage_request_ids(None).map(|i| i.as_str()).collect();
     /// assert_eq!(bound, ["b"]);
     /// assert_eq!(s.resources().count(), 2);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bind(&mut self, stage: u32, request: &Id<L>, fence: &Fence<L>) -> Result<(), Error> {
+    pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
+    where
+        S: Live,
+    {
         self.fence.admits(fence)?;
         let plan = self.requests.plan_bind(stage, request, fence.position())?;
         self.accept_validated(fence);
@@ -241,9 +311,9 @@ impl<
         Ok(())
     }
 
-    /// Barge-in (SPEC §4 `cancel`): advances to `next` if it is ahead of the
-    /// session, then returns and releases the requests held at exactly
-    /// `cancelled`. A late cancel never moves the session backwards.
+    /// Barge-in: advances to `next` if it is ahead of the session, then
+    /// returns and releases the requests held at exactly `cancelled`. A late
+    /// cancel never moves the session backwards.
     ///
     /// # Errors
     ///
@@ -254,21 +324,24 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f0 = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f0.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// s.bind(0, &Id::new("talk")?, &f0)?;
+    /// let mut s = Session::open(f0.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f0, 0, &Id::new("talk")?)?;
     /// let f1 = f0.clone().with_epoch(1);
     /// let released = s.cancel(&f0, &f1)?;
     /// assert_eq!(released.as_slice(), [Id::new("talk")?]);
     /// assert_eq!(s.fence(), &f1);
     /// // A late append from the cancelled epoch is refused.
-    /// assert!(s.append(InputMode::TurnCommitOnly, &f0).is_err());
+    /// assert!(s.append(&f0, InputMode::TurnCommitOnly).is_err());
     /// # Ok::<(), Error>(())
     /// ```
     pub fn cancel(
         &mut self,
         cancelled: &Fence<L>,
         next: &Fence<L>,
-    ) -> Result<RequestIds<L, R>, Error> {
+    ) -> Result<RequestIds<L, R>, Error>
+    where
+        S: Live,
+    {
         if !cancelled.same_identity(&self.fence) {
             return Err(self.fence.mismatch(FenceRule::Identity, cancelled));
         }
@@ -283,29 +356,27 @@ impl<
             return Err(self.fence.mismatch(FenceRule::Ahead, cancelled));
         }
         if next.position() > current {
-            self.accept_fence(next)?;
+            self.accept(next)?;
         }
         Ok(self.requests.release_position(cancelled.position()))
     }
 
-    /// Publishes new configurations atomically (SPEC §4). Passing neither
-    /// changes nothing; otherwise `config_generation` advances by one.
-    /// Returns the config generation.
+    /// Publishes new configurations atomically. Passing neither changes
+    /// nothing; otherwise `config_generation` advances by one. Returns the
+    /// config generation.
     ///
     /// ```
     /// # use duplex_core::*;
-    /// let mut s: Session<Open, u8, u8> =
-    ///     Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::new(1, 1), Instant::ZERO)?;
+    /// let mut s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::new(1_u8, 1_u8), Instant::ZERO)?;
     /// assert_eq!(s.replace_configs(None, None), 0);
     /// assert_eq!(s.replace_configs(Some(2), None), 1);
     /// assert_eq!((*s.session_config(), *s.runtime_config()), (2, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn replace_configs(
-        &mut self,
-        session_config: Option<SC>,
-        runtime_config: Option<RC>,
-    ) -> u64 {
+    pub fn replace_configs(&mut self, session_config: Option<SC>, runtime_config: Option<RC>) -> u64
+    where
+        S: Live,
+    {
         if session_config.is_none() && runtime_config.is_none() {
             return self.config_generation;
         }
@@ -322,19 +393,22 @@ impl<
     /// The next instant at which the lease expires, if nothing happens
     /// before: the earlier of the grace deadline (when detached) and the idle
     /// deadline (when a TTL is set and no operation is active). A host sleeps
-    /// until then (`poll_at`).
+    /// until then.
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let lease = LeaseConfig::new(Some(Duration::from_secs(60)), Duration::from_secs(5))?;
-    /// let s: Session = Session::open(f.clone(), OpenOptions::default().lease(lease), Instant::ZERO)?;
+    /// let s = Session::open(f.clone(), OpenOptions::default().lease(lease), Instant::ZERO)?;
     /// assert_eq!(s.deadline(), Some(Instant::from_millis(60_000)));
-    /// let d = s.detach(&f, Instant::from_millis(1_000)).unwrap();
+    /// let d = s.detach(&f, Instant::from_millis(1_000))?;
     /// assert_eq!(d.deadline(), Some(Instant::from_millis(6_000)));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self) -> Option<Instant>
+    where
+        S: Live,
+    {
         let grace = self
             .state
             .detached_at()
@@ -346,18 +420,21 @@ impl<
     }
 
     /// Whether the lease has expired at `now`, and why: grace expiry first,
-    /// then idle expiry (SPEC §7 `collect_expired`).
+    /// then idle expiry.
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let lease = LeaseConfig::new(Some(Duration::from_secs(1)), Duration::from_secs(5))?;
-    /// let s: Session = Session::open(f, OpenOptions::default().lease(lease), Instant::ZERO)?;
+    /// let s = Session::open(f, OpenOptions::default().lease(lease), Instant::ZERO)?;
     /// assert_eq!(s.due(Instant::from_millis(999)), None);
     /// assert_eq!(s.due(Instant::from_millis(1_000)), Some(CloseReason::IdleTtlExpired));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn due(&self, now: Instant) -> Option<CloseReason> {
+    pub fn due(&self, now: Instant) -> Option<CloseReason>
+    where
+        S: Live,
+    {
         let grace_expired = self
             .state
             .detached_at()
@@ -371,32 +448,28 @@ impl<
         }
     }
 
-    /// Irreversibly starts closing (SPEC §4 `begin_close`): accepts `fence`,
-    /// records `reason`, bumps the lease generation, clears active
-    /// operations. Resources stay until [`finalize`](Session::finalize).
-    ///
-    /// # Errors
-    ///
-    /// The unchanged session with [`Error::FenceMismatch`] if `fence` is
-    /// refused (a stale close never closes the live session).
+    /// Starts closing if the lease is due at `now` (grace first, then idle),
+    /// with that reason; otherwise gives the session back unchanged.
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// let stale = Fence::new(Id::new("s")?, 7);
-    /// let s = s.begin_close(&stale, CloseReason::ClientClose).unwrap_err().session;
-    /// let closing = s.begin_close(&f, CloseReason::ClientClose).unwrap();
-    /// assert_eq!(closing.lease_generation(), 1);
+    /// let lease = LeaseConfig::new(None, Duration::from_secs(5))?;
+    /// let s = Session::open(f.clone(), OpenOptions::default().lease(lease), Instant::ZERO)?;
+    /// let d = s.detach(&f, Instant::ZERO)?;
+    /// let d = d.expire(Instant::from_millis(4_999)).unwrap_err();
+    /// let closing = d.expire(Instant::from_millis(5_000)).unwrap();
+    /// assert_eq!(closing.state().reason(), CloseReason::DisconnectGraceExpired);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn begin_close(
-        self,
-        fence: &Fence<L>,
-        reason: CloseReason,
-    ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Rejected<Self>> {
-        let session = self.guarded(|s| s.accept_fence(fence))?;
-        Ok(session.close_now(reason))
+    pub fn expire(self, now: Instant) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Self>
+    where
+        S: Live,
+    {
+        match self.due(now) {
+            Some(reason) => Ok(self.close_now(reason)),
+            None => Err(self),
+        }
     }
 
     /// Closes in one step (`begin_close` then `finalize`): accepts `fence`,
@@ -410,47 +483,33 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// s.bind(0, &Id::new("llm")?, &f)?;
-    /// let (closed, ids) = s.close(&f, CloseReason::ClientClose).unwrap();
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("llm")?)?;
+    /// let (closed, ids) = s.close(&f, CloseReason::ClientClose)?;
     /// assert_eq!((closed.lease_generation(), ids.len()), (1, 1));
     /// # Ok::<(), Error>(())
     /// ```
+    #[allow(clippy::type_complexity)]
     pub fn close(
         self,
         fence: &Fence<L>,
         reason: CloseReason,
-    ) -> Result<(Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>), Rejected<Self>> {
-        let mut session = self.guarded(|s| s.accept_fence(fence))?;
+    ) -> Result<(Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>), Rejected<Self>>
+    where
+        S: Live,
+    {
+        let mut session = self.guarded(|s| s.accept(fence))?;
         session.lease.mark_closing();
         let ids = session.requests.drain();
         session.completed.clear();
         Ok((session.into_state(Closed::new(reason)), ids))
     }
 
-    /// Closes the session if its lease is due at `now` (grace first, then
-    /// idle), with that reason; otherwise gives it back unchanged.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let lease = LeaseConfig::new(None, Duration::from_secs(5))?;
-    /// let s: Session = Session::open(f.clone(), OpenOptions::default().lease(lease), Instant::ZERO)?;
-    /// let d = s.detach(&f, Instant::ZERO).unwrap();
-    /// let d = d.expire(Instant::from_millis(4_999)).unwrap_err();
-    /// let closing = d.expire(Instant::from_millis(5_000)).unwrap();
-    /// assert_eq!(closing.state().reason(), CloseReason::DisconnectGraceExpired);
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn expire(self, now: Instant) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Self> {
-        match self.due(now) {
-            Some(reason) => Ok(self.close_now(reason)),
-            None => Err(self),
-        }
-    }
-
-    /// SPEC §3 `mark closing`; `detached_at` is dropped with the state.
-    fn close_now(mut self, reason: CloseReason) -> Session<Closing, SC, RC, R, B, D, A, L, K> {
+    /// Marks the lease closing and moves to `Closing` with `reason`.
+    pub(super) fn close_now(
+        mut self,
+        reason: CloseReason,
+    ) -> Session<Closing, SC, RC, R, B, D, A, L, K> {
         self.lease.mark_closing();
         self.into_state(Closing::new(reason))
     }

@@ -1,15 +1,10 @@
-//! Type-level lifecycle states (SPEC §5) and the sealed traits that group them.
+//! Type-level lifecycle states and the sealed traits that group them.
 //!
-//! ```text
-//!   ┌─ resume (takeover) ─┐
-//!   ▼                     │
-//!  Open ─────detach─────▶ Detached
-//!   │  ◀─────resume────── │
-//!   │                     │
-//!   └─ begin_close, expiry ─┬─ begin_close, expiry
-//!                           ▼
-//!                        Closing ──finalize──▶ Closed
-//! ```
+//! Each operation of [`Session`](crate::Session) names the group of states
+//! it needs as a bound on the method (`where S: Live`), so misuse is a
+//! compile error that prints the group's sentence: [`Attached`] (Open),
+//! [`Live`] (Open, Detached), [`Unfinished`] (Open, Detached, Closing) and
+//! [`Finalizable`] (Closing). The lifecycle diagram is in the crate docs.
 
 use core::fmt;
 
@@ -27,6 +22,8 @@ pub(crate) mod private {
     pub trait Sealed {
         /// Since when the client is detached, for grace expiry.
         fn detached_at(&self) -> Option<Instant>;
+        /// Why the session is closing or closed.
+        fn close_reason(&self) -> Option<crate::CloseReason>;
     }
 }
 
@@ -42,23 +39,50 @@ pub trait State: private::Sealed + fmt::Debug {
     const KIND: StateKind;
 }
 
+/// The state in which a client is attached and may send input: [`Open`].
+///
+/// Operations: `detach`, `begin_operation`, `prepare_append`, `append`.
+#[diagnostic::on_unimplemented(
+    message = "this operation needs an attached client (`Open`), but the session is `{Self}`",
+    label = "client input is refused in this state",
+    note = "a detached session takes no new client input until `resume` returns it `Open`; engine-side work (bind, commit_append, end_operation) may still finish"
+)]
+pub trait Attached: Live {}
+
 /// States in which the session is alive and takes engine-side work:
 /// [`Open`] and [`Detached`].
+///
+/// Operations: `touch`, `resume`, `end_operation`, `commit_append`,
+/// `completed`, `record_completed`, `reserve`, `bind`, `accept_fence`,
+/// `cancel`, `replace_configs`, `deadline`, `due`, `expire`, `close`.
 #[diagnostic::on_unimplemented(
     message = "this operation needs a live session (`Open` or `Detached`), but the session is `{Self}`",
     label = "not permitted once the session is closing or closed",
-    note = "SPEC §5: closing is irreversible; only id queries, release, begin_close and finalize remain"
+    note = "closing is irreversible: a closing session only answers id queries, `release`, `release_fence`, `begin_close` and `finalize`"
 )]
 pub trait Live: Unfinished {}
 
 /// States whose session still holds its tables: [`Open`], [`Detached`] and
 /// [`Closing`].
+///
+/// Operations: `begin_close`, `release`, `release_fence`, the id queries and
+/// the inspection accessors.
 #[diagnostic::on_unimplemented(
     message = "this operation needs a session that is not finalized, but the session is `{Self}`",
-    label = "a `Closed` session only reports its final facts",
+    label = "a `Closed` session has released everything and only reports its final facts",
     note = "read `fence()`, `close_reason()` or `lease_generation()` instead"
 )]
 pub trait Unfinished: State {}
+
+/// The state that may be finalized: [`Closing`].
+///
+/// Operation: `finalize`.
+#[diagnostic::on_unimplemented(
+    message = "`finalize` needs a `Closing` session, but the session is `{Self}`",
+    label = "only a closing session can be finalized",
+    note = "call `begin_close(&fence, reason)` first (or `close` to do both): closing keeps the requests for cleanup until `finalize` releases them"
+)]
+pub trait Finalizable: Unfinished {}
 
 /// The runtime name of a state, for the dynamic API and logs.
 ///
@@ -122,8 +146,8 @@ pub struct Open;
 /// ```
 /// # use duplex_core::*;
 /// let f = Fence::new(Id::new("s")?, 0);
-/// let s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-/// let d: Session<Detached> = s.detach(&f, Instant::from_millis(5)).unwrap();
+/// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// let d: Session<Detached> = s.detach(&f, Instant::from_millis(5))?;
 /// assert_eq!(d.state().since(), Instant::from_millis(5));
 /// # Ok::<(), Error>(())
 /// ```
@@ -166,8 +190,8 @@ impl Closing {
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-    /// let s = s.begin_close(&f, CloseReason::ClientClose).unwrap();
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let s = s.begin_close(&f, CloseReason::ClientClose)?;
     /// assert_eq!(s.state().reason(), CloseReason::ClientClose);
     /// # Ok::<(), Error>(())
     /// ```
@@ -181,8 +205,8 @@ impl Closing {
 /// ```
 /// # use duplex_core::*;
 /// let f = Fence::new(Id::new("s")?, 0);
-/// let s: Session = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-/// let (closed, ids) = s.begin_close(&f, CloseReason::ExplicitClose).unwrap().finalize();
+/// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// let (closed, ids) = s.begin_close(&f, CloseReason::ExplicitClose)?.finalize();
 /// assert!(ids.is_empty());
 /// assert_eq!(closed.state().reason(), CloseReason::ExplicitClose);
 /// # Ok::<(), Error>(())
@@ -210,20 +234,32 @@ impl private::Sealed for Open {
     fn detached_at(&self) -> Option<Instant> {
         None
     }
+    fn close_reason(&self) -> Option<CloseReason> {
+        None
+    }
 }
 impl private::Sealed for Detached {
     fn detached_at(&self) -> Option<Instant> {
         Some(self.since)
+    }
+    fn close_reason(&self) -> Option<CloseReason> {
+        None
     }
 }
 impl private::Sealed for Closing {
     fn detached_at(&self) -> Option<Instant> {
         None
     }
+    fn close_reason(&self) -> Option<CloseReason> {
+        Some(self.reason)
+    }
 }
 impl private::Sealed for Closed {
     fn detached_at(&self) -> Option<Instant> {
         None
+    }
+    fn close_reason(&self) -> Option<CloseReason> {
+        Some(self.reason)
     }
 }
 
@@ -240,8 +276,10 @@ impl State for Closed {
     const KIND: StateKind = StateKind::Closed;
 }
 
+impl Attached for Open {}
 impl Live for Open {}
 impl Live for Detached {}
 impl Unfinished for Open {}
 impl Unfinished for Detached {}
 impl Unfinished for Closing {}
+impl Finalizable for Closing {}

@@ -38,8 +38,8 @@ fn session_detached() -> Session<Detached> {
 
 fn session_closing() -> Session<Closing> {
     let mut s = session_open();
-    s.bind(0, &id("llm"), &fence()).unwrap();
-    s.reserve(1, &id("voc"), &fence()).unwrap();
+    s.bind(&fence(), 0, &id("llm")).unwrap();
+    s.reserve(&fence(), 1, &id("voc")).unwrap();
     s.begin_close(&fence(), CloseReason::ClientClose).unwrap()
 }
 
@@ -56,7 +56,7 @@ mod open {
         let mut s = session_open();
         s.accept_fence(&fence().with_turn(1).with_response(3))
             .unwrap();
-        let err = s.append(AUDIO, &fence().with_turn(2)).unwrap_err();
+        let err = s.append(&fence().with_turn(2), AUDIO).unwrap_err();
         assert!(matches!(
             err,
             Error::FenceMismatch {
@@ -65,7 +65,7 @@ mod open {
             }
         ));
         // A higher epoch may carry any turn and response.
-        s.append(AUDIO, &fence().with_epoch(1)).unwrap();
+        s.append(&fence().with_epoch(1), AUDIO).unwrap();
     }
 
     #[test]
@@ -89,7 +89,7 @@ mod open {
         let s = session_open();
         let stale_and_unsupported = Fence::new(id("s"), 9);
         let err = s
-            .prepare_append(InputMode::AppendTokens, &stale_and_unsupported)
+            .prepare_append(&stale_and_unsupported, InputMode::AppendTokens)
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::UnsupportedMode);
     }
@@ -97,8 +97,8 @@ mod open {
     #[test]
     fn a_new_epoch_resets_the_cursor_and_the_completed_cache() {
         let mut s = session_open();
-        s.append(AUDIO, &fence()).unwrap();
-        s.record_completed(&id("op"), &fence(), AUDIO, false, &[1])
+        s.append(&fence(), AUDIO).unwrap();
+        s.record_completed(&fence(), &id("op"), AUDIO, Finality::Partial, &[1])
             .unwrap();
         s.accept_fence(&fence().with_epoch(1)).unwrap();
         assert_eq!((s.input_seq(), s.input_turn_seq()), (0, 0));
@@ -108,7 +108,7 @@ mod open {
     #[test]
     fn a_reservation_made_before_an_epoch_change_is_stale() {
         let mut s = session_open();
-        let r = s.prepare_append(AUDIO, &fence()).unwrap();
+        let r = s.prepare_append(&fence(), AUDIO).unwrap();
         s.accept_fence(&fence().with_epoch(1)).unwrap();
         assert_eq!(
             s.commit_append(&r).unwrap_err().kind(),
@@ -172,11 +172,11 @@ mod requests {
     #[test]
     fn reserve_conflicts_only_across_epochs() {
         let mut s = session_open();
-        s.reserve(0, &id("r"), &fence()).unwrap();
-        s.reserve(0, &id("r"), &fence().with_turn(3)).unwrap(); // same epoch: no-op
+        s.reserve(&fence(), 0, &id("r")).unwrap();
+        s.reserve(&fence().with_turn(3), 0, &id("r")).unwrap(); // same epoch: no-op
         assert_eq!(s.resources().count(), 1);
         s.accept_fence(&fence().with_epoch(1)).unwrap();
-        let err = s.reserve(0, &id("r"), &fence().with_epoch(1)).unwrap_err();
+        let err = s.reserve(&fence().with_epoch(1), 0, &id("r")).unwrap_err();
         assert_eq!(
             err,
             Error::ResourceConflict {
@@ -190,14 +190,14 @@ mod requests {
     #[test]
     fn a_replaced_binding_keeps_its_stage_place() {
         let mut s = session_open();
-        s.bind(0, &id("a"), &fence()).unwrap();
-        s.bind(1, &id("b"), &fence()).unwrap();
-        s.bind(0, &id("c"), &fence()).unwrap();
+        s.bind(&fence(), 0, &id("a")).unwrap();
+        s.bind(&fence(), 1, &id("b")).unwrap();
+        s.bind(&fence(), 0, &id("c")).unwrap();
         let bound: Vec<(u32, &str)> = s.bindings().map(|(st, r)| (st, r.as_str())).collect();
         assert_eq!(bound, [(0, "c"), (1, "b")]);
         // Releasing a bound request drops its binding; re-binding goes last.
-        s.release(&["c"]);
-        s.bind(0, &id("d"), &fence()).unwrap();
+        s.release(&[id("c")]);
+        s.bind(&fence(), 0, &id("d")).unwrap();
         let bound: Vec<(u32, &str)> = s.bindings().map(|(st, r)| (st, r.as_str())).collect();
         assert_eq!(bound, [(1, "b"), (0, "d")]);
     }
@@ -206,29 +206,29 @@ mod requests {
     fn bind_full_is_checked_after_the_seed_errors() {
         let mut s = session_open();
         for stage in 0..4 {
-            s.bind(stage, &id("r"), &fence()).unwrap();
+            s.bind(&fence(), stage, &id("r")).unwrap();
         }
         // Stale fence first, then full.
         let stale = Fence::new(id("s"), 0);
         assert_eq!(
-            s.bind(9, &id("x"), &stale).unwrap_err().kind(),
+            s.bind(&stale, 9, &id("x")).unwrap_err().kind(),
             ErrorKind::FenceMismatch
         );
         assert_eq!(
-            s.bind(9, &id("x"), &fence()).unwrap_err().kind(),
+            s.bind(&fence(), 9, &id("x")).unwrap_err().kind(),
             ErrorKind::Full
         );
         // Re-binding a bound stage needs no new binding slot.
-        s.bind(3, &id("x"), &fence()).unwrap();
+        s.bind(&fence(), 3, &id("x")).unwrap();
     }
 
     #[test]
     fn ids_filter_by_exact_fence_and_are_unique() {
         let mut s = session_open();
         let later = fence().with_turn(1);
-        s.bind(0, &id("r"), &fence()).unwrap();
-        s.bind(1, &id("r"), &fence()).unwrap();
-        s.reserve(2, &id("q"), &later).unwrap();
+        s.bind(&fence(), 0, &id("r")).unwrap();
+        s.bind(&fence(), 1, &id("r")).unwrap();
+        s.reserve(&later, 2, &id("q")).unwrap();
         assert_eq!(ids(s.resource_request_ids(None, None)), ["r", "q"]);
         assert_eq!(
             ids(s.stage_request_ids(None)),
@@ -245,7 +245,7 @@ mod requests {
     #[test]
     fn release_fence_ignores_other_identities() {
         let mut s = session_open();
-        s.bind(0, &id("r"), &fence()).unwrap();
+        s.bind(&fence(), 0, &id("r")).unwrap();
         assert!(s.release_fence(&Fence::new(id("other"), 1)).is_empty());
         assert_eq!(s.release_fence(&fence()).as_slice(), [id("r")]);
     }
@@ -255,7 +255,7 @@ mod requests {
         let mut s = session_open();
         let e1 = fence().with_epoch(1);
         let e2 = fence().with_epoch(2);
-        s.bind(0, &id("r1"), &e1).unwrap();
+        s.bind(&e1, 0, &id("r1")).unwrap();
         s.accept_fence(&e2).unwrap();
         // Cancel e1 -> e2 arrives after e2: releases e1's requests only.
         assert_eq!(s.cancel(&e1, &e2).unwrap().as_slice(), [id("r1")]);
@@ -288,18 +288,19 @@ mod completed {
     #[test]
     fn recording_replaces_moves_to_newest_and_evicts_at_the_limit() {
         let mut s = session_open(); // limit 2
-        s.record_completed(&id("a"), &fence(), AUDIO, false, &[1])
+        s.record_completed(&fence(), &id("a"), AUDIO, Finality::Partial, &[1])
             .unwrap();
-        s.record_completed(&id("b"), &fence(), AUDIO, false, &[2])
+        s.record_completed(&fence(), &id("b"), AUDIO, Finality::Partial, &[2])
             .unwrap();
-        s.record_completed(&id("a"), &fence(), AUDIO, true, &[3])
+        s.record_completed(&fence(), &id("a"), AUDIO, Finality::Final, &[3])
             .unwrap();
         assert_eq!(ids(s.completed_operations()), ["b", "a"]);
-        s.record_completed(&id("c"), &fence(), AUDIO, false, &[])
+        s.record_completed(&fence(), &id("c"), AUDIO, Finality::Partial, &[])
             .unwrap();
         assert_eq!(ids(s.completed_operations()), ["a", "c"]);
         assert_eq!(
-            s.completed(&id("a"), &fence(), AUDIO, true).unwrap(),
+            s.completed(&fence(), &id("a"), AUDIO, Finality::Final)
+                .unwrap(),
             Some(&[3][..])
         );
     }
@@ -308,16 +309,28 @@ mod completed {
     fn a_record_under_another_fence_reads_as_reuse() {
         let mut s = session_open();
         // Recording does not validate; looking up does, and compares the whole fence.
-        s.record_completed(&id("a"), &Fence::new(id("other"), 1), AUDIO, false, &[])
-            .unwrap();
-        s.record_completed(&id("b"), &fence().with_turn(1), AUDIO, false, &[])
-            .unwrap();
+        s.record_completed(
+            &Fence::new(id("other"), 1),
+            &id("a"),
+            AUDIO,
+            Finality::Partial,
+            &[],
+        )
+        .unwrap();
+        s.record_completed(
+            &fence().with_turn(1),
+            &id("b"),
+            AUDIO,
+            Finality::Partial,
+            &[],
+        )
+        .unwrap();
         assert_eq!(
-            s.completed(&id("a"), &fence(), AUDIO, false),
+            s.completed(&fence(), &id("a"), AUDIO, Finality::Partial),
             Err(Error::OperationReused)
         );
         assert_eq!(
-            s.completed(&id("b"), &fence(), AUDIO, false),
+            s.completed(&fence(), &id("b"), AUDIO, Finality::Partial),
             Err(Error::OperationReused)
         );
     }
@@ -326,7 +339,13 @@ mod completed {
     fn too_many_stage_results_is_full_and_changes_nothing() {
         let mut s = session_open();
         let err = s
-            .record_completed(&id("a"), &fence(), AUDIO, false, &[1, 2, 3, 4, 5])
+            .record_completed(
+                &fence(),
+                &id("a"),
+                AUDIO,
+                Finality::Partial,
+                &[1, 2, 3, 4, 5],
+            )
             .unwrap_err();
         assert_eq!(
             err,
@@ -354,7 +373,7 @@ mod detached {
     #[test]
     fn engine_work_may_finish_while_detached() {
         let mut s = session_detached();
-        s.bind(0, &id("llm"), &fence()).unwrap();
+        s.bind(&fence(), 0, &id("llm")).unwrap();
         s.touch(&fence(), Activity::ModelOutput, at(200)).unwrap();
         assert_eq!(s.last_activity(), at(200));
         assert_eq!(s.state().since(), at(100));
@@ -392,22 +411,24 @@ mod closing {
 
     #[test]
     fn begin_close_again_accepts_a_newer_fence_and_keeps_the_first_reason() {
-        let mut s = session_closing();
-        s.begin_close(&fence().with_epoch(1), CloseReason::RequestCleanup)
+        let s = session_closing()
+            .begin_close(&fence().with_epoch(1), CloseReason::RequestCleanup)
             .unwrap();
         assert_eq!(s.fence().epoch, 1);
         assert_eq!(s.state().reason(), CloseReason::ClientClose);
-        let err = s
+        let rejected = s
             .begin_close(&fence(), CloseReason::ExplicitClose)
             .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::FenceMismatch);
+        assert_eq!(rejected.error.kind(), ErrorKind::FenceMismatch);
+        let s = rejected.session;
+        assert_eq!(s.fence().epoch, 1, "a refused close changes nothing");
         assert_eq!(s.lease_generation(), 1, "closing bumps the generation once");
     }
 
     #[test]
     fn release_still_works_and_finalize_returns_the_rest() {
         let mut s = session_closing();
-        s.release(&["voc"]);
+        s.release(&[id("voc")]);
         let (closed, released) = s.finalize();
         assert_eq!(released.as_slice(), [id("llm")]);
         assert_eq!(closed.close_reason(), CloseReason::ClientClose);

@@ -11,42 +11,37 @@
 
 use core::panic::PanicInfo;
 
-use duplex_core::{
-    CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions, Session,
-};
+use duplex_core::profile::{device, DeviceSession};
+use duplex_core::{CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions};
 
 #[panic_handler]
 fn panic(_: &PanicInfo) -> ! {
     loop {}
 }
 
-/// A device-sized profile: 4 resources, 2 bindings, 4 completed appends,
-/// 2 active operations, 16-byte ids, 2 stage results.
-type DeviceSession<S> = Session<S, (), (), 4, 2, 4, 2, 16, 2>;
-
 fn lifecycle() -> u64 {
-    let Ok(id) = Id::<16>::new("mic-0") else { return 0 };
+    let Ok(id) = Id::<{ device::ID_LEN }>::new("mic-0") else { return 0 };
     let fence = Fence::new(id, 1);
     let Ok(lease) = LeaseConfig::new(Some(Duration::from_secs(30)), Duration::from_secs(5)) else {
         return 0;
     };
     let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk)).lease(lease);
-    let Ok(mut s) = DeviceSession::<duplex_core::Open>::open(fence.clone(), opts, Instant::ZERO) else {
+    let Ok(mut s) = DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO) else {
         return 0;
     };
     let mut seq = 0;
     for _ in 0..3 {
-        if let Ok(a) = s.append(InputMode::AppendAudioChunk, &fence) {
+        if let Ok(a) = s.append(&fence, InputMode::AppendAudioChunk) {
             seq = a.seq;
         }
     }
     if let Ok(req) = Id::new("tts") {
-        let _ = s.bind(0, &req, &fence);
+        let _ = s.bind(&fence, 0, &req);
     }
     let next = fence.clone().with_epoch(1);
-    let _ = s.cancel(&fence, &next);
+    let cancelled = s.cancel(&fence, &next).map_or(0, |ids| ids.len() as u64);
     match s.begin_close(&next, CloseReason::ClientClose) {
-        Ok(closing) => seq + closing.finalize().1.len() as u64,
+        Ok(closing) => seq + cancelled + closing.finalize().1.len() as u64,
         Err(rejected) => rejected.session.input_seq(),
     }
 }

@@ -1,4 +1,8 @@
-//! The load-and-fault simulator behind `duplex-sim` (feature `sim`).
+//! # duplex-sim
+//!
+//! The load-and-fault simulator of duplex-session, behind the `duplex-sim`
+//! binary (its own crate, so hosts that use `duplex-std` never compile its
+//! command-line dependencies).
 //!
 //! Deterministic and seeded, in virtual time through a [`ManualClock`]: many
 //! simulated voice clients drive one [`SessionManager`] the way a voice host
@@ -10,13 +14,16 @@
 //! checker verifies every step against the session rules (see [`Report`]).
 //!
 //! ```
-//! use duplex_std::sim::{run, Faults, SimConfig};
+//! use duplex_sim::{run, Faults, SimConfig};
 //!
 //! let config = SimConfig { sessions: 20, max_sessions: 16, duration_s: 5, faults: Faults::ALL, ..SimConfig::default() };
 //! let report = run(&config, |_, _| {});
 //! assert_eq!((report.violations, report.leaked), (0, 0));
 //! assert!(report.appends > 0);
 //! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod client;
 mod ledger;
@@ -29,8 +36,8 @@ use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, ManualCloc
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::{ManagerConfig, SessionManager};
 use client::Client;
+use duplex_std::{ManagerConfig, SessionManager};
 use ledger::Ledger;
 
 /// Virtual time per simulation step: one 20 ms audio chunk.
@@ -79,7 +86,7 @@ impl Fault {
     /// The name used by `--faults`.
     ///
     /// ```
-    /// # use duplex_std::sim::Fault;
+    /// # use duplex_sim::Fault;
     /// assert_eq!(Fault::LateAppend.name(), "late");
     /// ```
     pub const fn name(self) -> &'static str {
@@ -99,7 +106,7 @@ impl Fault {
 /// A set of faults.
 ///
 /// ```
-/// use duplex_std::sim::{Fault, Faults};
+/// use duplex_sim::{Fault, Faults};
 ///
 /// let f: Faults = "late,burst".parse()?;
 /// assert!(f.has(Fault::Burst) && !f.has(Fault::Vanish));
@@ -278,7 +285,7 @@ impl Report {
     /// Manager operations per wall-clock second.
     ///
     /// ```
-    /// # use duplex_std::sim::Report;
+    /// # use duplex_sim::Report;
     /// let r = Report { ops: 1_000, wall_s: 0.5, ..Report::default() };
     /// assert_eq!(r.ops_per_s(), 2_000);
     /// ```
@@ -296,7 +303,7 @@ impl Report {
     /// Whether the run broke no rule and leaked nothing.
     ///
     /// ```
-    /// # use duplex_std::sim::Report;
+    /// # use duplex_sim::Report;
     /// assert!(Report::default().is_clean());
     /// ```
     pub fn is_clean(&self) -> bool {
@@ -307,7 +314,7 @@ impl Report {
     /// stale_rejected=N expired=N leaked=N violations=N ops_per_s=N`.
     ///
     /// ```
-    /// # use duplex_std::sim::Report;
+    /// # use duplex_sim::Report;
     /// assert!(Report::default().summary_line().starts_with("sim: sessions=0 appends=0"));
     /// ```
     pub fn summary_line(&self) -> String {
@@ -443,7 +450,7 @@ impl World<'_> {
             _ => return,
         }
         self.op();
-        for record in self.m.collect_expired(&[]) {
+        for record in self.m.collect_expired([]) {
             self.report.expired += 1;
             for id in record.submitted.iter().chain(&record.reserved) {
                 if !self.ledger.is_held(id.as_str()) {
@@ -466,15 +473,17 @@ impl World<'_> {
         self.op();
         let closing = self.m.close_for_requests(&[request]);
         match closing.as_slice() {
-            [(id, ids)] if id.as_str() == session && ids.iter().any(|i| i.as_str() == request) => {
+            [released]
+                if released.session.as_str() == session && released.ids.contains(request) =>
+            {
                 self.report.request_cleanups += 1;
-                let id = id.clone();
+                let id = released.session.clone();
                 if !self.pending.iter().any(|p| p.session == id) {
                     self.cleanup_later(id);
                 }
             }
             other => {
-                let got: Vec<String> = other.iter().map(|(s, _)| s.to_string()).collect();
+                let got: Vec<String> = other.iter().map(|r| r.session.to_string()).collect();
                 self.violation(
                     session,
                     "close_for_requests",

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_std::sim::{run, Faults, Report, SimConfig};
+use duplex_sim::{run, Faults, Report, SimConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Simulate many full-duplex voice clients against one session manager,
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     let report = run(&config, |step, total| {
         bar.set_length(total);
         bar.set_position(step);
-        bar.set_message(format!("{}s", step * duplex_std::sim::STEP_MS / 1_000));
+        bar.set_message(format!("{}s", step * duplex_sim::STEP_MS / 1_000));
     });
     bar.finish_and_clear();
     if args.json {

@@ -1,10 +1,10 @@
 //! One simulated voice client: a small state machine that talks, listens,
 //! barges in, drops and comes back, and checks every answer it gets.
 
-use duplex_core::{Activity, CloseReason, ErrorKind, Fence, Id, InputMode};
+use duplex_core::{Activity, CloseReason, ErrorKind, Fence, Finality, Id, InputMode};
 
 use super::{Fault, World, GRACE, IDLE_TTL, STEP_MS};
-use crate::Error;
+use duplex_std::Error;
 
 pub(crate) const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -178,7 +178,7 @@ impl Client {
             self.name, self.incarnation, self.fence.epoch, self.counter
         );
         w.op();
-        match w.m.completed(&self.fence, &op, AUDIO, false) {
+        match w.m.completed(&self.fence, &op, AUDIO, Finality::Partial) {
             Ok(None) => {}
             Ok(Some(r)) => {
                 let r = r.to_vec();
@@ -215,14 +215,16 @@ impl Client {
         self.next_seq = appended.seq + 1;
         let seq = i64::try_from(appended.seq).unwrap_or(i64::MAX);
         w.op();
-        if let Err(e) = w.m.record_completed(&self.fence, &op, AUDIO, false, &[seq]) {
+        if let Err(e) =
+            w.m.record_completed(&self.fence, &op, AUDIO, Finality::Partial, &[seq])
+        {
             self.unexpected(w, "record_completed", "ok", &e);
         }
         if w.fault(Fault::Duplicate, 0.03) {
             // The same chunk is delivered again: it must be answered from the
             // completed-append cache, never appended twice.
             w.op();
-            match w.m.completed(&self.fence, &op, AUDIO, false) {
+            match w.m.completed(&self.fence, &op, AUDIO, Finality::Partial) {
                 Ok(Some(r)) if r == [seq] => w.report.duplicates += 1,
                 other => {
                     let got = format!("{other:?}");

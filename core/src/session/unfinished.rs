@@ -1,0 +1,431 @@
+//! Operations of sessions that still hold their tables (`S: Unfinished`:
+//! Open, Detached, Closing): inspection, id queries, release, and
+//! `begin_close`.
+
+use super::state::{Closing, State, Unfinished};
+use super::Session;
+use crate::error::{Error, Rejected};
+use crate::fence::{Fence, Position};
+use crate::fmt::debug;
+use crate::id::Id;
+use crate::lease::{CloseReason, LeaseConfig};
+use crate::mode::Modes;
+use crate::requests::{RequestIds, RequestState};
+use crate::time::Instant;
+
+impl<
+        S: State,
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > Session<S, SC, RC, R, B, D, A, L, K>
+{
+    /// Fence acceptance: validates, then makes `fence` current.
+    pub(super) fn accept(&mut self, fence: &Fence<L>) -> Result<(), Error> {
+        self.fence.admits(fence)?;
+        self.accept_validated(fence);
+        Ok(())
+    }
+
+    /// Acceptance after validation: an epoch change resets the append
+    /// cursor and clears the completed-append cache. Identity is unchanged
+    /// (validated), so only the position moves.
+    pub(super) fn accept_validated(&mut self, fence: &Fence<L>) {
+        if fence.epoch != self.fence.epoch {
+            self.cursor = crate::append::Cursor::default();
+            self.completed.clear();
+        }
+        self.fence.epoch = fence.epoch;
+        self.fence.turn = fence.turn;
+        self.fence.response = fence.response;
+    }
+
+    /// Irreversibly starts closing: accepts `fence` (a newer one is taken,
+    /// with the epoch-change resets), records `reason`, bumps the lease
+    /// generation and clears active operations. Resources stay until
+    /// [`finalize`](Session::finalize). On a session that is already
+    /// closing the fence is still accepted and the first reason is kept.
+    ///
+    /// # Errors
+    ///
+    /// The unchanged session with [`Error::FenceMismatch`] if `fence` is
+    /// refused (a stale close never closes the live session).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let stale = Fence::new(Id::new("s")?, 7);
+    /// let s = s.begin_close(&stale, CloseReason::ClientClose).unwrap_err().session;
+    /// let closing = s.begin_close(&f, CloseReason::ClientClose)?;
+    /// assert_eq!(closing.lease_generation(), 1);
+    /// // Again, with a newer fence: taken; the first reason stays.
+    /// let closing = closing.begin_close(&f.clone().with_epoch(2), CloseReason::ExplicitClose)?;
+    /// assert_eq!((closing.state().reason(), closing.fence().epoch), (CloseReason::ClientClose, 2));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn begin_close(
+        self,
+        fence: &Fence<L>,
+        reason: CloseReason,
+    ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Rejected<Self>>
+    where
+        S: Unfinished,
+    {
+        let session = self.guarded(|s| s.accept(fence))?;
+        match session.state.close_reason() {
+            Some(first) => {
+                debug!(
+                    "duplex session {=str}: already closing ({=str}); {=str} not recorded",
+                    session.fence.session.as_str(),
+                    first.as_str(),
+                    reason.as_str()
+                );
+                Ok(session.into_state(Closing::new(first)))
+            }
+            None => Ok(session.close_now(reason)),
+        }
+    }
+
+    /// The epoch's input sequence: the `seq` of the last committed append.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.append(&f, InputMode::TurnCommitOnly)?;
+    /// assert_eq!(s.input_seq(), 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn input_seq(&self) -> u64
+    where
+        S: Unfinished,
+    {
+        self.cursor.seq
+    }
+
+    /// The turn-local sequence of the last committed append.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.append(&f, InputMode::TurnCommitOnly)?;
+    /// s.append(&f.clone().with_turn(1), InputMode::TurnCommitOnly)?;
+    /// assert_eq!((s.input_seq(), s.input_turn_seq()), (2, 1));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn input_turn_seq(&self) -> u64
+    where
+        S: Unfinished,
+    {
+        self.cursor.turn_seq
+    }
+
+    /// When the lease last saw activity.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.touch(&f, Activity::Heartbeat, Instant::from_millis(9))?;
+    /// assert_eq!(s.last_activity(), Instant::from_millis(9));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn last_activity(&self) -> Instant
+    where
+        S: Unfinished,
+    {
+        self.lease.last_activity
+    }
+
+    /// The lease configuration.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?;
+    /// assert_eq!(s.lease_config(), LeaseConfig::DEFAULT);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn lease_config(&self) -> LeaseConfig
+    where
+        S: Unfinished,
+    {
+        self.lease.config
+    }
+
+    /// The session's input modes.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?;
+    /// assert_eq!(s.modes(), Modes::default());
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn modes(&self) -> Modes
+    where
+        S: Unfinished,
+    {
+        self.modes
+    }
+
+    /// Active lease operations, in no particular order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.begin_operation(&f, &Id::new("op")?, Instant::ZERO)?;
+    /// assert_eq!(s.active_operations().count(), 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn active_operations(&self) -> impl Iterator<Item = &Id<L>>
+    where
+        S: Unfinished,
+    {
+        self.lease.active.iter()
+    }
+
+    /// Stage bindings `(stage, request id)`, in binding order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 2, &Id::new("r")?)?;
+    /// assert_eq!(s.bindings().next().map(|(st, r)| (st, r.as_str())), Some((2, "r")));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn bindings(&self) -> impl Iterator<Item = (u32, &Id<L>)>
+    where
+        S: Unfinished,
+    {
+        self.requests.bindings().map(|b| (b.stage, b.request))
+    }
+
+    /// Request resources `(stage, request id, state)`, in reservation order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.reserve(&f, 1, &Id::new("r")?)?;
+    /// assert_eq!(s.resources().next().map(|(st, _, state)| (st, state)), Some((1, RequestState::Reserved)));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resources(&self) -> impl Iterator<Item = (u32, &Id<L>, RequestState)>
+    where
+        S: Unfinished,
+    {
+        self.requests
+            .rows()
+            .map(|r| (r.stage, r.request, r.state()))
+    }
+
+    /// Operation ids of the completed-append cache, oldest first.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.record_completed(&f, &Id::new("op1")?, InputMode::TurnCommitOnly, Finality::Final, &[7])?;
+    /// assert_eq!(s.completed_operations().count(), 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn completed_operations(&self) -> impl Iterator<Item = &Id<L>>
+    where
+        S: Unfinished,
+    {
+        self.completed.ops()
+    }
+
+    /// The completed-append limit in force (`1..=D`).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?;
+    /// assert_eq!(s.completed_limit(), 8);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn completed_limit(&self) -> usize
+    where
+        S: Unfinished,
+    {
+        self.completed.limit()
+    }
+
+    /// +1 for every `replace_configs` that replaced anything.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?;
+    /// assert_eq!(s.config_generation(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn config_generation(&self) -> u64
+    where
+        S: Unfinished,
+    {
+        self.config_generation
+    }
+
+    /// The opaque session configuration.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::new("v", ()), Instant::ZERO)?;
+    /// assert_eq!(*s.session_config(), "v");
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn session_config(&self) -> &SC
+    where
+        S: Unfinished,
+    {
+        &self.session_config
+    }
+
+    /// The opaque runtime configuration.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::new((), 3_u8), Instant::ZERO)?;
+    /// assert_eq!(*s.runtime_config(), 3);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn runtime_config(&self) -> &RC
+    where
+        S: Unfinished,
+    {
+        &self.runtime_config
+    }
+
+    /// The position a filter fence selects, or `None` for "all"; a filter
+    /// of another identity selects nothing (`Err`).
+    fn filter(&self, fence: Option<&Fence<L>>) -> Result<Option<Position>, ()> {
+        match fence {
+            None => Ok(None),
+            Some(f) if f.same_identity(&self.fence) => Ok(Some(f.position())),
+            Some(_) => Err(()),
+        }
+    }
+
+    /// Request ids of the stage bindings, optionally only those bound at
+    /// exactly `fence`; in binding order (one per stage, so an id bound on
+    /// two stages appears twice).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("a")?)?;
+    /// s.bind(&f.clone().with_turn(1), 1, &Id::new("b")?)?;
+    /// let ids: Vec<&str> = s.stage_request_ids(Some(&f)).map(|i| i.as_str()).collect();
+    /// assert_eq!(ids, ["a"]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> impl Iterator<Item = &Id<L>>
+    where
+        S: Unfinished,
+    {
+        let filter = self.filter(fence);
+        let at = filter.ok().flatten();
+        self.requests.stage_ids(at).filter(move |_| filter.is_ok())
+    }
+
+    /// Unique request ids of the resources, optionally only those at exactly
+    /// `fence` and in the given state; in reservation order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.reserve(&f, 0, &Id::new("a")?)?;
+    /// s.bind(&f, 1, &Id::new("b")?)?;
+    /// let reserved: Vec<&str> = s.resource_request_ids(None, Some(RequestState::Reserved)).map(|i| i.as_str()).collect();
+    /// assert_eq!(reserved, ["a"]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resource_request_ids(
+        &self,
+        fence: Option<&Fence<L>>,
+        state: Option<RequestState>,
+    ) -> impl Iterator<Item = &Id<L>>
+    where
+        S: Unfinished,
+    {
+        let filter = self.filter(fence);
+        let at = filter.ok().flatten();
+        self.requests
+            .resource_ids(at, state)
+            .filter(move |_| filter.is_ok())
+    }
+
+    /// Drops the bindings and resources whose request id is in `ids` (the
+    /// ids `cancel`, `finalize` and friends hand out go straight back in).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let a = Id::new("a")?;
+    /// s.bind(&f, 0, &a)?;
+    /// s.release(&[a]);
+    /// assert_eq!(s.resources().count(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn release(&mut self, ids: &[Id<L>])
+    where
+        S: Unfinished,
+    {
+        if !ids.is_empty() {
+            self.requests.remove_where(|id, _| ids.contains(id));
+        }
+    }
+
+    /// Drops the bindings and resources whose request id satisfies
+    /// `released` (for hosts that hold request ids in their own type).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("tts-7")?)?;
+    /// s.release_where(|id| id.as_str().starts_with("tts-"));
+    /// assert_eq!(s.bindings().count(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool)
+    where
+        S: Unfinished,
+    {
+        self.requests.remove_where(|id, _| released(id));
+    }
+
+    /// Returns the unique request ids held at exactly `fence`, then drops
+    /// those resources and bindings. No fence validation.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("a")?)?;
+    /// assert_eq!(s.release_fence(&f).len(), 1);
+    /// assert_eq!(s.bindings().count(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn release_fence(&mut self, fence: &Fence<L>) -> RequestIds<L, R>
+    where
+        S: Unfinished,
+    {
+        if fence.same_identity(&self.fence) {
+            self.requests.release_position(fence.position())
+        } else {
+            RequestIds::new()
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! [`Snapshot`]: an owned, read-only view of a session's facts.
+
+use duplex_core::profile::conformance::ID_LEN;
+use duplex_core::{
+    AnySession, CloseReason, Fence, Id, Instant, Modes, RequestState, Session, StateKind,
+    Unfinished,
+};
+
+/// Everything observable about a session, as plain owned values: for
+/// inspection, logs and comparing a session before and after an operation.
+/// A view, never a second live session.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::*;
+/// use duplex_std::Snapshot;
+///
+/// let f = Fence::new(Id::new("s")?, 0);
+/// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+/// s.reserve(&f, 0, &Id::new("r")?)?;
+/// let view = Snapshot::of(&AnySession::from(s)).unwrap();
+/// assert_eq!(view.resources, [(0, Id::new("r")?, RequestState::Reserved)]);
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot<const L: usize = { ID_LEN }> {
+    /// The state.
+    pub state: StateKind,
+    /// The current fence.
+    pub fence: Fence<L>,
+    /// Input sequence of the epoch.
+    pub input_seq: u64,
+    /// Turn-local input sequence.
+    pub input_turn_seq: u64,
+    /// Lease generation.
+    pub lease_generation: u64,
+    /// Configuration generation.
+    pub config_generation: u64,
+    /// Last lease activity.
+    pub last_activity: Instant,
+    /// When the client detached (Detached only).
+    pub detached_at: Option<Instant>,
+    /// Active operations, sorted.
+    pub active_operations: Vec<Id<L>>,
+    /// Stage bindings `(stage, request)`, in binding order.
+    pub bindings: Vec<(u32, Id<L>)>,
+    /// Resources `(stage, request, state)`, in reservation order.
+    pub resources: Vec<(u32, Id<L>, RequestState)>,
+    /// Completed-append operation ids, oldest first.
+    pub completed: Vec<Id<L>>,
+    /// Why it is closing (Closing only).
+    pub close_reason: Option<CloseReason>,
+    /// Input modes.
+    pub modes: Modes,
+}
+
+impl<const L: usize> Snapshot<L> {
+    /// The view of a session that still holds its tables (`None` for a
+    /// closed one, which only reports its final facts).
+    ///
+    /// See the type-level example.
+    pub fn of<
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const K: usize,
+    >(
+        session: &AnySession<SC, RC, R, B, D, A, L, K>,
+    ) -> Option<Self> {
+        match session {
+            AnySession::Open(s) => Some(Self::of_typed(s, None, None)),
+            AnySession::Detached(s) => Some(Self::of_typed(s, Some(s.state().since()), None)),
+            AnySession::Closing(s) => Some(Self::of_typed(s, None, Some(s.state().reason()))),
+            AnySession::Closed(_) => None,
+        }
+    }
+
+    fn of_typed<
+        S: Unfinished,
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const K: usize,
+    >(
+        s: &Session<S, SC, RC, R, B, D, A, L, K>,
+        detached_at: Option<Instant>,
+        close_reason: Option<CloseReason>,
+    ) -> Self {
+        let mut active_operations: Vec<Id<L>> = s.active_operations().cloned().collect();
+        active_operations.sort();
+        Snapshot {
+            state: s.kind(),
+            fence: s.fence().clone(),
+            input_seq: s.input_seq(),
+            input_turn_seq: s.input_turn_seq(),
+            lease_generation: s.lease_generation(),
+            config_generation: s.config_generation(),
+            last_activity: s.last_activity(),
+            detached_at,
+            active_operations,
+            bindings: s.bindings().map(|(st, r)| (st, r.clone())).collect(),
+            resources: s
+                .resources()
+                .map(|(st, r, state)| (st, r.clone(), state))
+                .collect(),
+            completed: s.completed_operations().cloned().collect(),
+            close_reason,
+            modes: s.modes(),
+        }
+    }
+}
