@@ -26,10 +26,10 @@
 #![deny(missing_docs)]
 
 mod client;
+mod faults;
 mod ledger;
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Instant as WallInstant;
 
 use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, ManualClock, OpenOptions};
@@ -38,6 +38,7 @@ use rand_core::{RngCore, SeedableRng};
 
 use client::Client;
 use duplex_std::{ManagerConfig, SessionManager};
+pub use faults::{Fault, Faults};
 use ledger::Ledger;
 
 /// Virtual time per simulation step: one 20 ms audio chunk.
@@ -46,137 +47,6 @@ pub const STEP_MS: u64 = 20;
 pub const IDLE_TTL: Duration = Duration::from_millis(8_000);
 /// Disconnect grace of simulated sessions.
 pub const GRACE: Duration = Duration::from_millis(2_000);
-
-/// One injectable fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// A delivery is retried with the same operation id.
-    Duplicate,
-    /// An append arrives from a cancelled epoch or a previous incarnation.
-    LateAppend,
-    /// A barge-in cancel is delivered again, late and out of order.
-    ReorderedCancel,
-    /// A resume carries a stale lease generation.
-    StaleResume,
-    /// A second connection takes the session over; the first one's token
-    /// goes stale.
-    Takeover,
-    /// Clients vanish without closing and must be reaped by idle expiry.
-    Vanish,
-    /// Bursts of opens above `max_sessions`.
-    Burst,
-    /// Stage cleanup fails once and is retried before finalize; engine
-    /// request failures close their session through `close_for_requests`.
-    CleanupFailure,
-}
-
-impl Fault {
-    /// Every fault, in flag order.
-    pub const ALL: [Fault; 8] = [
-        Fault::Duplicate,
-        Fault::LateAppend,
-        Fault::ReorderedCancel,
-        Fault::StaleResume,
-        Fault::Takeover,
-        Fault::Vanish,
-        Fault::Burst,
-        Fault::CleanupFailure,
-    ];
-
-    /// The name used by `--faults`.
-    ///
-    /// ```
-    /// # use duplex_sim::Fault;
-    /// assert_eq!(Fault::LateAppend.name(), "late");
-    /// ```
-    pub const fn name(self) -> &'static str {
-        match self {
-            Fault::Duplicate => "duplicate",
-            Fault::LateAppend => "late",
-            Fault::ReorderedCancel => "reorder",
-            Fault::StaleResume => "stale-resume",
-            Fault::Takeover => "takeover",
-            Fault::Vanish => "vanish",
-            Fault::Burst => "burst",
-            Fault::CleanupFailure => "cleanup-fail",
-        }
-    }
-}
-
-/// A set of faults.
-///
-/// ```
-/// use duplex_sim::{Fault, Faults};
-///
-/// let f: Faults = "late,burst".parse()?;
-/// assert!(f.has(Fault::Burst) && !f.has(Fault::Vanish));
-/// assert_eq!("all".parse::<Faults>()?, Faults::ALL);
-/// assert!("sneeze".parse::<Faults>().is_err());
-/// # Ok::<(), String>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Faults {
-    bits: u16,
-}
-
-impl Faults {
-    /// No fault.
-    pub const NONE: Faults = Faults { bits: 0 };
-    /// Every fault.
-    pub const ALL: Faults = Faults {
-        bits: (1 << Fault::ALL.len()) - 1,
-    };
-
-    /// Whether `fault` is on.
-    ///
-    /// See the type-level example.
-    pub const fn has(self, fault: Fault) -> bool {
-        self.bits & (1 << fault as u16) != 0
-    }
-}
-
-impl FromStr for Faults {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => return Ok(Faults::NONE),
-            "all" => return Ok(Faults::ALL),
-            _ => {}
-        }
-        let mut bits = 0;
-        for name in s.split(',').map(str::trim) {
-            let fault = Fault::ALL
-                .into_iter()
-                .find(|f| f.name() == name)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-                    format!(
-                        "unknown fault {name:?}; expected none, all, or a list of: {}",
-                        known.join(", ")
-                    )
-                })?;
-            bits |= 1 << fault as u16;
-        }
-        Ok(Faults { bits })
-    }
-}
-
-impl fmt::Display for Faults {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if *self == Faults::ALL {
-            return f.write_str("all");
-        }
-        if *self == Faults::NONE {
-            return f.write_str("none");
-        }
-        let names: Vec<&str> = Fault::ALL
-            .iter()
-            .filter(|x| self.has(**x))
-            .map(|x| x.name())
-            .collect();
-        f.write_str(&names.join(","))
-    }
-}
 
 /// Simulation settings.
 #[derive(Clone, Debug)]

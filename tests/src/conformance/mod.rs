@@ -7,22 +7,29 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use duplex_core::profile::conformance;
 use duplex_core::{
-    Activity, Appended, Clock, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode,
-    Instant, LeaseConfig, ManualClock, Modes, OpenOptions, RequestIds, RequestState, Reservation,
-    StateKind,
+    Activity, Clock, Duration, ErrorKind, Fence, Finality, Id, Instant, LeaseConfig, ManualClock,
+    Modes, OpenOptions, RequestIds, RequestState, Reservation, StateKind,
 };
 use duplex_std::{ManagerConfig, SessionManager, Snapshot};
 use serde_json::{json, Map, Value};
 
-/// The capacity profile this build runs (SPEC §6), as written in traces.
-pub const PROFILE: [(&str, u64); 6] = [
-    ("max_resources", 8),
-    ("max_bindings", 4),
-    ("max_completed", 8),
-    ("max_active_ops", 4),
-    ("max_id_len", 32),
-    ("max_stage_results", 4),
+mod json;
+use json::{
+    appended_json, bad, bool_of, fence_json, fence_of, field, ids_json, mode_of, reason_of,
+    session_of, snapshot_json, str_of, strings, u64_of,
+};
+
+/// The capacity profile this build runs (the default, conformance
+/// profile), as the traces' `profile` lines write it.
+pub const PROFILE: [(&str, usize); 6] = [
+    ("max_resources", conformance::RESOURCES),
+    ("max_bindings", conformance::BINDINGS),
+    ("max_completed", conformance::COMPLETED),
+    ("max_active_ops", conformance::ACTIVE_OPS),
+    ("max_id_len", conformance::ID_LEN),
+    ("max_stage_results", conformance::STAGE_RESULTS),
 ];
 
 /// A manual clock shared between the runner (which advances it) and the
@@ -48,117 +55,7 @@ impl fmt::Display for ParseError {
     }
 }
 
-fn bad(msg: impl Into<String>) -> ParseError {
-    ParseError(msg.into())
-}
-
-/// The outcome of one operation, in the trace's JSON shape.
 type Outcome = Result<Value, ErrorKind>;
-
-fn field<'a>(op: &'a Map<String, Value>, name: &str) -> Result<&'a Value, ParseError> {
-    op.get(name)
-        .ok_or_else(|| bad(format!("missing field `{name}`")))
-}
-
-fn u64_of(v: &Value, name: &str) -> Result<u64, ParseError> {
-    v.as_u64()
-        .ok_or_else(|| bad(format!("`{name}` must be a non-negative integer, got {v}")))
-}
-
-fn str_of<'a>(v: &'a Value, name: &str) -> Result<&'a str, ParseError> {
-    v.as_str()
-        .ok_or_else(|| bad(format!("`{name}` must be a string, got {v}")))
-}
-
-fn bool_of(v: &Value, name: &str) -> Result<bool, ParseError> {
-    v.as_bool()
-        .ok_or_else(|| bad(format!("`{name}` must be a boolean, got {v}")))
-}
-
-fn strings<'a>(v: &'a Value, name: &str) -> Result<Vec<&'a str>, ParseError> {
-    v.as_array()
-        .ok_or_else(|| bad(format!("`{name}` must be an array of strings")))?
-        .iter()
-        .map(|s| str_of(s, name))
-        .collect()
-}
-
-fn mode_of(v: &Value) -> Result<InputMode, ParseError> {
-    let name = str_of(v, "mode")?;
-    InputMode::parse(name).ok_or_else(|| bad(format!("unknown input mode {name:?}")))
-}
-
-fn reason_of(op: &Map<String, Value>) -> Result<CloseReason, ParseError> {
-    match op.get("reason") {
-        None => Ok(CloseReason::ExplicitClose),
-        Some(v) => {
-            let name = str_of(v, "reason")?;
-            CloseReason::parse(name).ok_or_else(|| bad(format!("unknown close reason {name:?}")))
-        }
-    }
-}
-
-/// A fence from the trace. Its session id may be invalid (empty or too
-/// long): such an id names no session, which the caller turns into the
-/// outcome of an absent session.
-fn fence_of(v: &Value) -> Result<Option<Fence>, ParseError> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| bad(format!("a fence must be an object, got {v}")))?;
-    let num = |name: &str| obj.get(name).map_or(Ok(0), |n| u64_of(n, name));
-    let session = str_of(field(obj, "session")?, "session")?;
-    let Ok(id) = Id::new(session) else {
-        return Ok(None);
-    };
-    Ok(Some(Fence {
-        session: id,
-        incarnation: num("incarnation")?,
-        epoch: num("epoch")?,
-        turn: num("turn")?,
-        response: num("response")?,
-    }))
-}
-
-/// A session id from the trace; `None` if it cannot name a session.
-fn session_of(v: &Value) -> Result<Option<Id>, ParseError> {
-    Ok(Id::new(str_of(v, "session")?).ok())
-}
-
-fn ids_json<'a>(ids: impl IntoIterator<Item = &'a Id>) -> Value {
-    Value::Array(ids.into_iter().map(|i| Value::from(i.as_str())).collect())
-}
-
-fn appended_json(a: Appended) -> Value {
-    json!({"seq": a.seq, "turn_seq": a.turn_seq, "turn_id": a.turn_id})
-}
-
-fn fence_json(f: &Fence) -> Value {
-    json!({
-        "session": f.session.as_str(),
-        "incarnation": f.incarnation,
-        "epoch": f.epoch,
-        "turn": f.turn,
-        "response": f.response,
-    })
-}
-
-fn snapshot_json(s: &Snapshot) -> Value {
-    json!({
-        "state": s.state.as_str(),
-        "fence": fence_json(&s.fence),
-        "input_seq": s.input_seq,
-        "input_turn_seq": s.input_turn_seq,
-        "lease_generation": s.lease_generation,
-        "config_generation": s.config_generation,
-        "last_activity_ms": s.last_activity.as_millis(),
-        "detached_at_ms": s.detached_at.map(Instant::as_millis),
-        "active_operations": ids_json(&s.active_operations),
-        "bindings": s.bindings.iter().map(|(st, r)| json!([st, r.as_str()])).collect::<Vec<_>>(),
-        "resources": s.resources.iter().map(|(st, r, sub)| json!([st, r.as_str(), sub.is_submitted()])).collect::<Vec<_>>(),
-        "completed": ids_json(&s.completed),
-        "close_reason": s.close_reason.map(CloseReason::as_str),
-    })
-}
 
 const UNKNOWN: Outcome = Err(ErrorKind::UnknownSession);
 
@@ -207,7 +104,7 @@ impl Runner {
             "profile" => {
                 for (key, want) in PROFILE {
                     let got = u64_of(field(op, key)?, key)?;
-                    if got != want {
+                    if usize::try_from(got).ok() != Some(want) {
                         return Err(bad(format!(
                             "profile mismatch: trace has {key} = {got}, this build has {want}"
                         )));

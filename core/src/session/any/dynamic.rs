@@ -1,86 +1,18 @@
-//! [`AnySession`]: a session in whichever state it is, in one value.
-//!
-//! The typed API checks the lifecycle at compile time; a program that must
-//! keep one session across state changes in one variable (a firmware main
-//! loop, a host's session table) holds an `AnySession` instead, borrows it
-//! typed (`as_open`, `as_detached_mut`, ...), or calls the same operations
-//! dynamically: an operation the current state does not permit returns
-//! [`Error::WrongState`] and changes nothing.
+//! The dynamic API of [`AnySession`]: every operation of the typed API,
+//! checked against the current state at run time. An operation the state
+//! does not permit returns [`Error::WrongState`] and changes nothing;
+//! transitions take the session by value and hand it back inside
+//! [`Rejected`] when refused.
 
-use super::state::{Closed, Closing, Detached, Open, StateKind};
-use super::Session;
+use super::AnySession;
 use crate::append::{Appended, Finality, Reservation};
 use crate::error::{Error, Rejected};
 use crate::fence::Fence;
 use crate::id::Id;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
-use crate::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
 use crate::requests::{RequestIds, RequestState};
 use crate::time::Instant;
-
-/// A session in any of the four states (the rp-hal `DynPin` pattern).
-///
-/// # Examples
-///
-/// A device main loop keeps its session in one variable:
-///
-/// ```
-/// use duplex_core::*;
-///
-/// let f = Fence::new(Id::new("kitchen")?, 0);
-/// let mut session = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-///
-/// session.append(&f, InputMode::TurnCommitOnly)?;
-/// session = session.detach(&f, Instant::from_millis(10))?; // Wi-Fi dropped
-/// // Input is refused while detached; nothing changes.
-/// let refused = session.append(&f, InputMode::TurnCommitOnly).unwrap_err();
-/// assert_eq!(refused.kind(), ErrorKind::WrongState);
-/// let (resumed, generation) = session.resume(&f, 0, Instant::from_millis(20))?;
-/// session = resumed;
-/// assert_eq!((session.kind(), generation), (StateKind::Open, 1));
-///
-/// // Typed access when the state is known.
-/// if let Some(open) = session.as_open_mut() {
-///     open.touch(&f, Activity::Heartbeat, Instant::from_millis(30))?;
-/// }
-/// # Ok::<(), Error>(())
-/// ```
-#[derive(Debug)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AnySession<
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-> {
-    /// Client attached.
-    Open(Session<Open, SC, RC, R, B, D, A, L, K>),
-    /// Client gone, within grace.
-    Detached(Session<Detached, SC, RC, R, B, D, A, L, K>),
-    /// Irreversibly closing; resources kept for cleanup.
-    Closing(Session<Closing, SC, RC, R, B, D, A, L, K>),
-    /// Finalized.
-    Closed(Session<Closed, SC, RC, R, B, D, A, L, K>),
-}
-
-/// Runs `$body` with `$s` bound to the typed session, whatever its state.
-macro_rules! each {
-    ($any:expr, $s:ident => $body:expr) => {
-        match $any {
-            AnySession::Open($s) => $body,
-            AnySession::Detached($s) => $body,
-            AnySession::Closing($s) => $body,
-            AnySession::Closed($s) => $body,
-        }
-    };
-}
 
 /// Runs `$body` on a live session (Open or Detached), or fails with
 /// `wrong_state`.
@@ -137,188 +69,6 @@ impl<
         const K: usize,
     > AnySession<SC, RC, R, B, D, A, L, K>
 {
-    /// The session, refused with `wrong_state` for `operation`.
-    fn wrong_state(self, operation: &'static str) -> Rejected<Self> {
-        Rejected {
-            error: Error::WrongState {
-                operation,
-                state: self.kind(),
-            },
-            session: self,
-        }
-    }
-
-    /// The state.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
-    /// assert_eq!(s.kind(), StateKind::Open);
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn kind(&self) -> StateKind {
-        each!(self, s => s.kind())
-    }
-
-    /// The current fence.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 3);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// assert_eq!(s.fence(), &f);
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn fence(&self) -> &Fence<L> {
-        each!(self, s => s.fence())
-    }
-
-    /// The session id.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
-    /// assert_eq!(s.id().as_str(), "s");
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn id(&self) -> &Id<L> {
-        each!(self, s => s.id())
-    }
-
-    /// The lease generation.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
-    /// assert_eq!(s.lease_generation(), 0);
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn lease_generation(&self) -> u64 {
-        each!(self, s => s.lease_generation())
-    }
-
-    /// The session typed as `Open`, if it is.
-    ///
-    /// See the type-level example.
-    pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Open(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Open`, mutably, if it is.
-    ///
-    /// See the type-level example.
-    pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Open(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Detached`, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?.detach(&f, Instant::from_millis(4))?);
-    /// assert_eq!(s.as_detached().map(|d| d.state().since()), Some(Instant::from_millis(4)));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Detached(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Detached`, mutably, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?.detach(&f, Instant::ZERO)?);
-    /// s.as_detached_mut().map(|d| d.bind(&f, 0, &Id::new("late")?)).transpose()?;
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_detached_mut(&mut self) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Detached(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Closing`, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let s = s.begin_close(&f, CloseReason::ClientClose)?;
-    /// assert_eq!(s.as_closing().map(|c| c.state().reason()), Some(CloseReason::ClientClose));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closing(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Closing`, mutably, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// s.bind(&f, 0, &Id::new("r")?)?;
-    /// let mut s = s.begin_close(&f, CloseReason::ClientClose)?;
-    /// let held = s.as_closing_mut().map(|c| c.release_fence(&f));
-    /// assert_eq!(held.map(|ids| ids.len()), Some(1));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closing(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Closed`, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let (s, _released) = s.close(&f, CloseReason::ClientClose)?;
-    /// assert_eq!(s.as_closed().map(|c| c.close_reason()), Some(CloseReason::ClientClose));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_closed(&self) -> Option<&Session<Closed, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closed(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Open`, by value; the same value back if it is
-    /// in another state.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
-    /// let open: Session<Open> = s.into_open().unwrap();
-    /// # Ok::<(), Error>(())
-    /// ```
-    #[allow(clippy::result_large_err)]
-    pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K>, Self> {
-        match self {
-            AnySession::Open(s) => Ok(s),
-            other => Err(other),
-        }
-    }
-
     /// The lease deadline of a live session (see [`Session::deadline`]);
     /// `None` once closing.
     ///
@@ -813,16 +563,3 @@ impl<
         closed.map(|(s, ids)| (AnySession::Closed(s), ids))
     }
 }
-
-macro_rules! from_typed {
-    ($($state:ident),*) => {$(
-        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize>
-            From<Session<$state, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
-        {
-            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
-                AnySession::$state(session)
-            }
-        }
-    )*};
-}
-from_typed!(Open, Detached, Closing, Closed);
