@@ -109,6 +109,7 @@ pub(crate) struct Cursor {
 impl Cursor {
     /// The next append for a fence at `at`, computed against this cursor
     /// (or a fresh one if `at` starts a new epoch).
+    #[inline]
     pub(crate) fn next(&self, current_epoch: u64, at: Position) -> Appended {
         let base = if at.epoch == current_epoch {
             *self
@@ -128,6 +129,7 @@ impl Cursor {
     }
 
     /// Records a committed append made at `at` (whose epoch is now current).
+    #[inline]
     pub(crate) fn commit(&mut self, appended: Appended, at: Position) {
         *self = Cursor {
             seq: appended.seq,

@@ -71,15 +71,23 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         self.len = 0;
     }
 
+    /// Empties the cache and sets a new limit (already checked).
+    pub(crate) fn reset(&mut self, limit: u8) {
+        self.len = 0;
+        self.limit = limit;
+    }
+
     pub(crate) fn ops(&self) -> impl Iterator<Item = &Id<L>> {
         self.ops.iter().take(usize::from(self.len))
     }
 
+    #[inline]
     fn find(&self, op: &Id<L>) -> Option<usize> {
         self.ops().position(|o| o == op)
     }
 
     /// `completed`, after the fence was validated.
+    #[inline]
     pub(crate) fn lookup(
         &self,
         fence: &Fence<L>,

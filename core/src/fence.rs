@@ -140,6 +140,7 @@ impl<const L: usize> Fence<L> {
     }
 
     /// `(epoch, turn, response)`.
+    #[inline]
     pub(crate) const fn position(&self) -> Position {
         Position {
             epoch: self.epoch,
@@ -173,6 +174,7 @@ impl<const L: usize> Fence<L> {
     /// assert!(!a.same_identity(&Fence::new(Id::new("s")?, 2)));
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
+    #[inline]
     pub fn same_identity(&self, other: &Fence<L>) -> bool {
         self.incarnation == other.incarnation && self.session == other.session
     }
@@ -192,6 +194,7 @@ impl<const L: usize> Fence<L> {
     /// assert_eq!(cur.admits(&late).unwrap_err().kind(), ErrorKind::FenceMismatch);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
+    #[inline]
     pub fn admits(&self, offered: &Fence<L>) -> Result<(), Error> {
         if !self.same_identity(offered) {
             return Err(self.mismatch(FenceRule::Identity, offered));
@@ -205,6 +208,7 @@ impl<const L: usize> Fence<L> {
         Ok(())
     }
 
+    #[cold]
     pub(crate) fn mismatch(&self, rule: FenceRule, offered: &Fence<L>) -> Error {
         Error::FenceMismatch {
             rule,

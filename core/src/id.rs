@@ -4,7 +4,6 @@
 //! way to make one is [`Id::new`] (or `TryFrom<&str>`), which checks the
 //! length, so every `Id` in the program is valid by construction.
 
-use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{Hash, Hasher};
 
@@ -13,8 +12,10 @@ use crate::profile::conformance::ID_LEN;
 
 /// A validated identifier of 1 to `L` bytes (`L` ≤ 255), stored inline.
 ///
-/// Equality, ordering and hashing are those of the string, so an `Id` can be
-/// looked up by `&str` in maps (`Borrow<str>`).
+/// Ordering and hashing are those of the string. The bytes are stored
+/// zero-padded to `L`, so comparing two ids is a fixed-size comparison the
+/// compiler inlines (no call per comparison on the hot paths that check
+/// fences and look up requests).
 ///
 /// # Examples
 ///
@@ -23,16 +24,19 @@ use crate::profile::conformance::ID_LEN;
 ///
 /// let id: Id = Id::new("session-7")?;
 /// assert_eq!(id.as_str(), "session-7");
+/// assert_eq!(id, "session-7");
 ///
 /// // Empty and over-long ids are rejected with the limit in the error.
 /// assert_eq!(Id::<4>::new("toolong"), Err(Error::InvalidId { len: 7, max: 4 }));
 /// assert!(Id::<4>::new("").is_err());
 /// # Ok::<(), Error>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Id<const L: usize = { ID_LEN }> {
-    text: heapless::String<L, u8>,
+    /// The text's length, `1..=L` (0 only in [`Id::UNUSED`]).
+    len: u8,
+    /// The text's UTF-8 bytes, then zeros: equal ids have equal arrays.
+    bytes: [u8; L],
 }
 
 impl<const L: usize> Id<L> {
@@ -41,7 +45,8 @@ impl<const L: usize> Id<L> {
     /// The filler of unused slots in fixed tables. Never handed out: tables
     /// only expose their first `len` entries, which are real ids.
     pub(crate) const UNUSED: Self = Id {
-        text: heapless::String::new(),
+        len: 0,
+        bytes: [0; L],
     };
 
     /// Validates `text` (1 to `L` bytes) and copies it into an `Id`.
@@ -55,18 +60,31 @@ impl<const L: usize> Id<L> {
     /// assert!(Id::<32>::new("req-0").is_ok());
     /// assert!(Id::<32>::new(&"x".repeat(33)).is_err());
     /// ```
+    #[inline]
     pub fn new(text: &str) -> Result<Self, Error> {
         let () = Self::VALID_LEN;
-        let invalid = Error::InvalidId {
-            len: text.len(),
-            max: L,
-        };
-        if text.is_empty() {
-            return Err(invalid);
+        let mut bytes = [0; L];
+        match (bytes.get_mut(..text.len()), u8::try_from(text.len())) {
+            (Some(dst), Ok(len)) if len > 0 => {
+                dst.copy_from_slice(text.as_bytes());
+                Ok(Id { len, bytes })
+            }
+            _ => Err(Error::InvalidId {
+                len: text.len(),
+                max: L,
+            }),
         }
-        heapless::String::try_from(text)
-            .map(|text| Id { text })
-            .map_err(|_| invalid)
+    }
+
+    /// The id's bytes (its UTF-8 text).
+    ///
+    /// ```
+    /// # use duplex_core::Id;
+    /// assert_eq!(Id::<8>::new("abc").unwrap().as_bytes(), b"abc");
+    /// ```
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
     }
 
     /// The id as a string slice.
@@ -76,7 +94,10 @@ impl<const L: usize> Id<L> {
     /// assert_eq!(Id::<8>::new("abc").unwrap().as_str(), "abc");
     /// ```
     pub fn as_str(&self) -> &str {
-        self.text.as_str()
+        // The bytes were copied from a `&str` by `new`, so they are UTF-8;
+        // checking again (a fast scan for these short ids) keeps the crate
+        // free of `unsafe`, and the empty fallback is never taken.
+        core::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 
     /// The maximum length in bytes, `L`.
@@ -95,16 +116,22 @@ impl<const L: usize> TryFrom<&str> for Id<L> {
     }
 }
 
-impl<const L: usize> Hash for Id<L> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Must agree with `str`'s hash for `Borrow<str>` lookups.
-        self.as_str().hash(state);
+impl<const L: usize> PartialOrd for Id<L> {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
-impl<const L: usize> Borrow<str> for Id<L> {
-    fn borrow(&self) -> &str {
-        self.as_str()
+impl<const L: usize> Ord for Id<L> {
+    /// The order of the strings (byte order, as UTF-8 orders code points).
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl<const L: usize> Hash for Id<L> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(self.as_bytes());
     }
 }
 
@@ -116,13 +143,13 @@ impl<const L: usize> AsRef<str> for Id<L> {
 
 impl<const L: usize> PartialEq<str> for Id<L> {
     fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
+        self.as_bytes() == other.as_bytes()
     }
 }
 
 impl<const L: usize> PartialEq<&str> for Id<L> {
     fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
+        self.as_bytes() == other.as_bytes()
     }
 }
 
@@ -135,5 +162,12 @@ impl<const L: usize> fmt::Debug for Id<L> {
 impl<const L: usize> fmt::Display for Id<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<const L: usize> defmt::Format for Id<L> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.as_str());
     }
 }

@@ -263,6 +263,15 @@ impl<const A: usize, const L: usize> Lease<A, L> {
         }
     }
 
+    /// A fresh lease, in place (no new value built and copied).
+    #[inline]
+    pub(crate) fn reset(&mut self, config: LeaseConfig, now: Instant) {
+        self.config = config;
+        self.generation = 0;
+        self.last_activity = now;
+        self.active.clear();
+    }
+
     /// Checks `begin_operation` without changing anything.
     pub(crate) fn check_begin(&self, op: &Id<L>) -> Result<(), Error> {
         if self.active.contains(op) {

@@ -68,6 +68,7 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
 
     /// Copies the first `R` ids of `ids` (callers pass at most `R`: one per
     /// resource or binding).
+    #[inline]
     pub(crate) fn collect<'a>(ids: impl Iterator<Item = &'a Id<L>>) -> Self {
         let mut out = RequestIds::new();
         for id in ids {
@@ -76,6 +77,20 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
             }
         }
         out
+    }
+
+    /// Replaces the contents with the first `R` ids of `ids`, in place.
+    #[inline]
+    pub(crate) fn refill<'a>(&mut self, ids: impl Iterator<Item = &'a Id<L>>)
+    where
+        Id<L>: 'a,
+    {
+        self.ids.clear();
+        for id in ids {
+            if self.ids.push(id.clone()).is_err() {
+                break;
+            }
+        }
     }
 
     /// The ids as a slice.
@@ -277,13 +292,20 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         (0..self.len()).filter_map(|i| self.row(i))
     }
 
+    #[inline]
     fn find(&self, stage: u32, request: &Id<L>) -> Option<usize> {
-        self.rows()
-            .position(|r| r.stage == stage && r.request == request)
+        let len = self.len();
+        let stages = self.stages.get(..len).unwrap_or_default();
+        let ids = self.ids.get(..len).unwrap_or_default();
+        stages
+            .iter()
+            .zip(ids)
+            .position(|(s, id)| *s == stage && id == request)
     }
 
     /// The existing resource for `(stage, request)`, if its epoch matches;
     /// `resource_conflict` if another epoch holds it.
+    #[inline]
     fn existing(&self, stage: u32, request: &Id<L>, at: Position) -> Result<Option<usize>, Error> {
         let Some(i) = self.find(stage, request) else {
             return Ok(None);
@@ -309,6 +331,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     }
 
     /// Writes row `i` (an existing row, or `len` to append one).
+    #[inline]
     fn write(&mut self, i: usize, stage: u32, request: &Id<L>, at: Position, state: u8) {
         if let (Some(id), Some(p), Some(s), Some(st)) = (
             self.ids.get_mut(i),
@@ -342,6 +365,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     }
 
     /// Checks a `bind` without changing anything.
+    #[inline]
     pub(crate) fn plan_bind(
         &self,
         stage: u32,
@@ -352,10 +376,14 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         if resource.is_none() {
             self.room_for_resource()?;
         }
+        let len = self.len();
         let stage_rank = self
-            .rows()
-            .find(|r| r.rank() != 0 && r.stage == stage)
-            .map_or(0, |r| r.rank());
+            .stages
+            .iter()
+            .zip(&self.states)
+            .take(len)
+            .find(|(s, st)| **s == stage && **st > SUBMITTED)
+            .map_or(0, |(_, st)| st - SUBMITTED);
         if stage_rank == 0 && usize::from(self.bound) >= B {
             return Err(Error::Full {
                 table: Table::Bindings,
@@ -371,6 +399,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     /// Applies a checked `bind`: the resource becomes submitted, at `at`,
     /// and takes over its stage's place in the binding order (or the next
     /// place for a newly bound stage).
+    #[inline]
     pub(crate) fn bind(&mut self, plan: BindPlan, stage: u32, request: &Id<L>, at: Position) {
         let rank = if plan.stage_rank == 0 {
             self.bound = self.bound.saturating_add(1);
@@ -421,6 +450,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
 
     /// Drops the rows for which `drop` holds (keeping the order of the
     /// rest), then closes the gaps in the binding order.
+    #[inline]
     pub(crate) fn remove_where(&mut self, drop: impl Fn(&Id<L>, Position) -> bool) {
         let len = self.len();
         let mut kept = 0;
@@ -470,6 +500,12 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         let ids = RequestIds::collect(self.resource_ids(Some(at), None));
         self.remove_where(|_, p| p == at);
         ids
+    }
+
+    /// Drops everything.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.bound = 0;
     }
 
     /// Returns every unique id, then drops everything.

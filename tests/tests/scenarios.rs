@@ -357,3 +357,59 @@ fn failed_operations_change_nothing() {
     );
     assert_eq!(m.snapshot(&f.session).unwrap(), before);
 }
+
+#[test]
+fn configurations_are_released_when_a_session_leaves() {
+    // A freed slot keeps its last session for reuse only when the
+    // configurations own nothing; these own a reference count.
+    let clock = ManualClock::new(Instant::ZERO);
+    let config = std::rc::Rc::new("voice-a");
+    let mut m: SessionManager<&ManualClock, std::rc::Rc<&str>, ()> =
+        SessionManager::with_capacities(&clock, ManagerConfig::default()).unwrap();
+    let (a, b) = (fence("a", 0), fence("b", 0));
+    m.open(a.clone(), OpenOptions::new(config.clone(), ()))
+        .unwrap();
+    m.open(b.clone(), OpenOptions::new(config.clone(), ()))
+        .unwrap();
+    assert_eq!(std::rc::Rc::strong_count(&config), 3);
+    assert_eq!(
+        m.close(&a, CloseReason::ClientClose)
+            .unwrap()
+            .map(|ids| ids.len()),
+        Some(0)
+    );
+    m.begin_close(&b, CloseReason::ExplicitClose).unwrap();
+    assert!(m.finalize(&b.session).unwrap().is_empty());
+    assert_eq!(
+        std::rc::Rc::strong_count(&config),
+        1,
+        "closing released both configurations"
+    );
+}
+
+#[test]
+fn a_reused_slot_starts_a_fresh_session() {
+    let clock = ManualClock::new(Instant::ZERO);
+    let mut m = manager(&clock);
+    let a = fence("a", 0);
+    open_audio(&mut m, &a);
+    m.append(&a, AUDIO).unwrap();
+    m.bind(&a, 0, "llm").unwrap();
+    m.record_completed(&a, "op", AUDIO, Finality::Final, &[1])
+        .unwrap();
+    let released = m.close(&a, CloseReason::ClientClose).unwrap();
+    assert_eq!(released.map(|ids| ids.len()), Some(1));
+    clock.advance(Duration::from_secs(1));
+    // The next open takes the freed slot; nothing of `a` is visible in it.
+    let b = fence("b", 7);
+    m.open(b.clone(), OpenOptions::default()).unwrap();
+    let snap = m.snapshot(&b.session).unwrap();
+    assert_eq!(
+        (snap.fence, snap.input_seq, snap.lease_generation),
+        (b.clone(), 0, 0)
+    );
+    assert!(snap.resources.is_empty() && snap.bindings.is_empty() && snap.completed.is_empty());
+    assert_eq!(snap.last_activity, Instant::from_millis(1_000));
+    assert_eq!(snap.modes, Modes::default());
+    assert!(m.get(&a.session).is_none());
+}

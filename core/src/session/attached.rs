@@ -97,6 +97,7 @@ impl<
     /// assert_eq!(s.prepare_append(&f, InputMode::AppendTokens).unwrap_err().kind(), ErrorKind::UnsupportedMode);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn prepare_append(&self, fence: &Fence<L>, mode: InputMode) -> Result<Reservation<L>, Error>
     where
         S: Attached,
@@ -126,6 +127,7 @@ impl<
     /// assert_eq!(a, Appended { seq: 2, turn_seq: 2, turn_id: 3 });
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error>
     where
         S: Attached,
@@ -138,6 +140,7 @@ impl<
         Ok(appended)
     }
 
+    #[inline]
     fn next_append(&self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
         if !self.modes.contains(mode) {
             return Err(Error::UnsupportedMode {

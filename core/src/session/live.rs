@@ -40,6 +40,7 @@ impl<
     /// assert!(s.accept_fence(&f).is_err()); // epoch 0 is behind now
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error>
     where
         S: Live,
@@ -61,6 +62,7 @@ impl<
     /// assert_eq!(s.last_activity(), Instant::from_millis(40));
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn touch(&mut self, fence: &Fence<L>, activity: Activity, now: Instant) -> Result<(), Error>
     where
         S: Live,
@@ -144,6 +146,7 @@ impl<
     /// assert_eq!(s.end_operation(&f, &op, Instant::ZERO), Err(Error::OperationNotActive));
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn end_operation(&mut self, fence: &Fence<L>, op: &Id<L>, now: Instant) -> Result<(), Error>
     where
         S: Live,
@@ -172,6 +175,7 @@ impl<
     /// assert_eq!(err.to_string(), "append reservation is stale: the epoch moved from 0 to 1");
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error>
     where
         S: Live,
@@ -206,6 +210,7 @@ impl<
     /// assert_eq!(s.completed(&f, &op, chunk, Finality::Final), Err(Error::OperationReused));
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn completed(
         &self,
         fence: &Fence<L>,
@@ -239,6 +244,7 @@ impl<
     /// assert_eq!(ops, ["b", "c"]);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn record_completed(
         &mut self,
         fence: &Fence<L>,
@@ -273,6 +279,7 @@ impl<
     /// assert_eq!(s.resources().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
     where
         S: Live,
@@ -300,6 +307,7 @@ impl<
     /// assert_eq!(s.resources().count(), 2);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
     where
         S: Live,
@@ -334,6 +342,7 @@ impl<
     /// assert!(s.append(&f0, InputMode::TurnCommitOnly).is_err());
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn cancel(
         &mut self,
         cancelled: &Fence<L>,

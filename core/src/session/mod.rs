@@ -254,15 +254,7 @@ impl<
         options: OpenOptions<SC, RC>,
         now: Instant,
     ) -> Result<Self, Error> {
-        let () = Self::PROFILE_OK;
-        let limit = options.completed_limit.unwrap_or(D);
-        let Some(limit_byte) = u8::try_from(limit).ok().filter(|l| *l >= 1 && limit <= D) else {
-            return Err(Error::InvalidConfig {
-                field: ConfigField::CompletedAppendLimit,
-                value: u64::try_from(limit).unwrap_or(u64::MAX),
-                expected: "1..=D (the completed-append capacity)",
-            });
-        };
+        let limit_byte = Self::completed_limit_of(&options)?;
         debug!("duplex session {=str}: open", fence.session.as_str());
         Ok(Session {
             state: Open,
@@ -280,6 +272,64 @@ impl<
 }
 
 impl<
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > Session<Open, SC, RC, R, B, D, A, L, K>
+{
+    /// Turns this value into a freshly opened session, in place: the same
+    /// result as `*self = Session::open_with_capacities(fence, options,
+    /// now)?`, without building a new value (the tables are emptied, not
+    /// rewritten). For hosts that keep sessions in reusable storage (a
+    /// static on a device, a slab on a server): the old session is gone,
+    /// and nothing of it stays observable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the completed-append limit is not in
+    /// `1..=D`; the old session is then left as it was.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let a = Fence::new(Id::new("a")?, 0);
+    /// let mut s = Session::open(a.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.append(&a, InputMode::TurnCommitOnly)?;
+    /// let b = Fence::new(Id::new("b")?, 3);
+    /// s.recycle(b.clone(), OpenOptions::default(), Instant::from_millis(5))?;
+    /// assert_eq!((s.fence(), s.input_seq(), s.last_activity()), (&b, 0, Instant::from_millis(5)));
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
+    pub fn recycle(
+        &mut self,
+        fence: Fence<L>,
+        options: OpenOptions<SC, RC>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let limit = Self::completed_limit_of(&options)?;
+        debug!(
+            "duplex session {=str}: open (recycled)",
+            fence.session.as_str()
+        );
+        self.fence = fence;
+        self.lease.reset(options.lease, now);
+        self.modes = options.modes;
+        self.cursor = Cursor::default();
+        self.requests.clear();
+        self.completed.reset(limit);
+        self.config_generation = 0;
+        self.session_config = options.session_config;
+        self.runtime_config = options.runtime_config;
+        Ok(())
+    }
+}
+
+impl<
         S: State,
         SC,
         RC,
@@ -291,6 +341,20 @@ impl<
         const K: usize,
     > Session<S, SC, RC, R, B, D, A, L, K>
 {
+    /// The completed-append limit `options` asks for, checked against `D`.
+    fn completed_limit_of(options: &OpenOptions<SC, RC>) -> Result<u8, Error> {
+        let () = Self::PROFILE_OK;
+        let limit = options.completed_limit.unwrap_or(D);
+        u8::try_from(limit)
+            .ok()
+            .filter(|l| *l >= 1 && limit <= D)
+            .ok_or(Error::InvalidConfig {
+                field: ConfigField::CompletedAppendLimit,
+                value: u64::try_from(limit).unwrap_or(u64::MAX),
+                expected: "1..=D (the completed-append capacity)",
+            })
+    }
+
     /// Compile-time checks of the capacity profile (tables use `u8` lengths).
     const PROFILE_OK: () = {
         assert!(R >= 1 && R <= 255, "R (request resources) must be 1..=255");

@@ -26,6 +26,7 @@ impl<
     > Session<S, SC, RC, R, B, D, A, L, K>
 {
     /// Fence acceptance: validates, then makes `fence` current.
+    #[inline]
     pub(super) fn accept(&mut self, fence: &Fence<L>) -> Result<(), Error> {
         self.fence.admits(fence)?;
         self.accept_validated(fence);
@@ -35,6 +36,7 @@ impl<
     /// Acceptance after validation: an epoch change resets the append
     /// cursor and clears the completed-append cache. Identity is unchanged
     /// (validated), so only the position moves.
+    #[inline]
     pub(super) fn accept_validated(&mut self, fence: &Fence<L>) {
         if fence.epoch != self.fence.epoch {
             self.cursor = crate::append::Cursor::default();
@@ -378,6 +380,7 @@ impl<
     /// assert_eq!(s.resources().count(), 0);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn release(&mut self, ids: &[Id<L>])
     where
         S: Unfinished,
@@ -399,6 +402,7 @@ impl<
     /// assert_eq!(s.bindings().count(), 0);
     /// # Ok::<(), Error>(())
     /// ```
+    #[inline]
     pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool)
     where
         S: Unfinished,

@@ -270,7 +270,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get(&self, session: &Id<L>) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
-        self.table.get(self.table.find(session.as_str())?)
+        self.table.get(self.table.find(session)?)
     }
 
     /// Everything observable about a session, as owned values (allocates;
@@ -293,7 +293,7 @@ impl<
 
     pub(super) fn slot_of(&self, session: &Id<L>) -> Result<u32, Error<L>> {
         self.table
-            .find(session.as_str())
+            .find(session)
             .ok_or_else(|| Error::UnknownSession {
                 session: session.clone(),
             })
@@ -379,7 +379,8 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(&mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
-        if self.table.find(fence.session.as_str()).is_some() {
+        let hash = self.table.hash(&fence.session);
+        if self.table.find_hashed(hash, &fence.session).is_some() {
             return Err(Error::SessionExists {
                 session: fence.session,
             });
@@ -389,10 +390,19 @@ impl<
                 return Err(Error::CapacityExhausted { limit });
             }
         }
+        tracing::debug!(session = %fence.session, "open");
         let options = options.completed_limit(self.completed_limit);
-        let session = Session::open_with_capacities(fence, options, self.clock.now())?;
-        tracing::debug!(session = %session.id(), "open");
-        let (slot, grew) = self.table.insert(AnySession::Open(session));
+        let now = self.clock.now();
+        let (slot, grew) = self.table.insert(hash, |entry| {
+            if let Some(AnySession::Open(s)) = entry {
+                // A reused slot whose last session was open: in place.
+                s.recycle(fence, options, now)?;
+            } else {
+                let session = Session::open_with_capacities(fence, options, now)?;
+                *entry = Some(AnySession::Open(session));
+            }
+            Ok::<(), Error<L>>(())
+        })?;
         if grew {
             self.timers.grow_to(self.table.slot_bound());
         }
@@ -420,7 +430,7 @@ impl<
         f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
-        let slot = self.table.find(session.as_str())?;
+        let slot = self.table.find(session)?;
         let out = f(self.table.entry(slot)?.as_mut()?.as_open_mut()?, now);
         self.reschedule(slot);
         Some(out)
@@ -445,7 +455,7 @@ impl<
         f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
-        let slot = self.table.find(session.as_str())?;
+        let slot = self.table.find(session)?;
         let out = f(self.table.entry(slot)?.as_mut()?.as_detached_mut()?, now);
         self.reschedule(slot);
         Some(out)

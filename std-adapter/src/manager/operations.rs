@@ -380,7 +380,11 @@ impl<
         request_ids: &[I],
     ) -> Result<(), Error<L>> {
         self.with(session, |s| {
-            Ok(s.release_where(|held| request_ids.iter().any(|r| r.as_ref() == held.as_str()))?)
+            Ok(s.release_where(|held| {
+                request_ids
+                    .iter()
+                    .any(|r| r.as_ref().as_bytes() == held.as_bytes())
+            })?)
         })
     }
 

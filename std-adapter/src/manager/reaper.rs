@@ -81,9 +81,10 @@ impl<
         }
     }
 
-    /// Drops the session in `slot` where it is, and forgets it.
-    fn vacate(&mut self, slot: u32) {
-        self.table.remove(slot);
+    /// Drops the session in `slot` (whose id has hash `hash`) where it is,
+    /// and forgets it.
+    fn vacate(&mut self, slot: u32, hash: u64) {
+        self.table.remove(slot, hash);
         self.timers.remove(slot);
     }
 
@@ -113,20 +114,23 @@ impl<
         fence: &Fence<L>,
         reason: CloseReason,
     ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
-        let Some(slot) = self.table.find(fence.session.as_str()) else {
+        let hash = self.table.hash(&fence.session);
+        let Some(slot) = self.table.find_hashed(hash, &fence.session) else {
             return Ok(None);
         };
-        let ids = match self.table.get(slot) {
-            Some(s @ (AnySession::Open(_) | AnySession::Detached(_))) => {
-                // What `close` checks and returns.
-                s.fence().admits(fence)?;
-                s.resource_request_ids(None, None)?
-            }
+        match self.table.get(slot) {
+            // What `close` checks.
+            Some(s @ (AnySession::Open(_) | AnySession::Detached(_))) => s.fence().admits(fence)?,
             _ => return Ok(None),
-        };
+        }
+        // Built in place from the slot (no copy of the fixed-size value).
+        let mut released = Some(RequestIds::new());
+        if let (Some(ids), Some(s)) = (released.as_mut(), self.table.get(slot)) {
+            s.held_request_ids(ids);
+        }
         tracing::debug!(session = %fence.session, %reason, "closed");
-        self.vacate(slot);
-        Ok(Some(ids))
+        self.vacate(slot, hash);
+        Ok(released)
     }
 
     /// Finalizes a closing session: removes it and returns every request id
@@ -138,12 +142,18 @@ impl<
     ///
     /// See the [`SessionManager`] example.
     pub fn finalize(&mut self, session: &Id<L>) -> Result<RequestIds<L, R>, Error<L>> {
-        let slot = self.slot_of(session)?;
+        let hash = self.table.hash(session);
+        let slot = self
+            .table
+            .find_hashed(hash, session)
+            .ok_or_else(|| Error::UnknownSession {
+                session: session.clone(),
+            })?;
         match self.table.get(slot) {
             Some(s @ AnySession::Closing(_)) => {
                 let ids = s.resource_request_ids(None, None)?;
                 tracing::debug!(%session, "state=closing=>closed");
-                self.vacate(slot);
+                self.vacate(slot, hash);
                 Ok(ids)
             }
             Some(other) => Err(duplex_core::Error::WrongState {
@@ -224,9 +234,11 @@ impl<
             let Ok(ids) = s.resource_request_ids(None, None) else {
                 continue;
             };
-            let owns = ids
-                .iter()
-                .any(|own| request_ids.iter().any(|r| r.as_ref() == own.as_str()));
+            let owns = ids.iter().any(|own| {
+                request_ids
+                    .iter()
+                    .any(|r| r.as_ref().as_bytes() == own.as_bytes())
+            });
             if !owns {
                 continue;
             }
@@ -255,7 +267,7 @@ impl<
         let mut deferred = std::mem::take(&mut self.deferred);
         // Excluded sessions leave the index for this pass.
         for session in excluded {
-            if let Some(slot) = self.table.find(session.as_str()) {
+            if let Some(slot) = self.table.find(session) {
                 if self.timers.key(slot).is_some() {
                     self.timers.remove(slot);
                     deferred.push(slot);

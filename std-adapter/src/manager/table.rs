@@ -2,10 +2,17 @@
 //!
 //! Sessions live in a slab of fixed-size chunks: a slot number never moves
 //! its session, and growing the slab adds a chunk without copying the
-//! sessions already there. A freed slot is reused by the next open, so
-//! churn does not allocate. The id index is a hash table of slot numbers
+//! sessions already there. The id index is a hash table of slot numbers
 //! only (4 bytes an entry): the id itself is stored once, in the session's
 //! fence, and the index hashes and compares through the slab.
+//!
+//! The index says which slots are occupied. When the opaque configurations
+//! own nothing (`SC` and `RC` need no drop, as with `()`), a freed slot keeps
+//! the value of its last session (unreachable: no index entry, no deadline
+//! entry) so the next open can re-initialize it in place instead of building
+//! and moving a 1.5 KB value; churn then neither allocates nor copies
+//! sessions. Otherwise the session is dropped when its slot is freed, so
+//! whatever its configurations hold is released at close.
 
 use duplex_core::{AnySession, Id};
 use hashbrown::HashTable;
@@ -47,9 +54,11 @@ fn split(slot: u32) -> (usize, usize) {
     (slot / CHUNK, slot % CHUNK)
 }
 
-fn hash_of(hasher: &foldhash::fast::RandomState, id: &str) -> u64 {
-    use std::hash::BuildHasher;
-    hasher.hash_one(id)
+fn hash_of(hasher: &foldhash::fast::RandomState, id: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = hasher.build_hasher();
+    h.write(id);
+    h.finish()
 }
 
 impl<
@@ -82,13 +91,15 @@ impl<
         self.chunks.len() * CHUNK
     }
 
+    /// The session in an occupied `slot` (one reached through the index or
+    /// the deadline heap).
     pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
         let (c, i) = split(slot);
         self.chunks.get(c)?.get(i)?.as_ref()
     }
 
-    /// The slot's storage: the session, or `None` while the slot is free or
-    /// its session is mid-transition.
+    /// The storage of an occupied `slot`: its session, or `None` while the
+    /// session is mid-transition.
     pub(crate) fn entry(
         &mut self,
         slot: u32,
@@ -97,8 +108,19 @@ impl<
         self.chunks.get_mut(c)?.get_mut(i)
     }
 
+    /// The hash of a session id, for [`find_hashed`](Self::find_hashed) and
+    /// [`insert`](Self::insert) (hash once per operation).
+    pub(crate) fn hash(&self, id: &Id<L>) -> u64 {
+        hash_of(&self.hasher, id.as_bytes())
+    }
+
     /// The slot of the session with this id.
-    pub(crate) fn find(&self, id: &str) -> Option<u32> {
+    pub(crate) fn find(&self, id: &Id<L>) -> Option<u32> {
+        self.find_hashed(self.hash(id), id)
+    }
+
+    /// The slot of the session with this id and hash.
+    pub(crate) fn find_hashed(&self, hash: u64, id: &Id<L>) -> Option<u32> {
         let chunks = &self.chunks;
         let same = |&slot: &u32| {
             let (c, i) = split(slot);
@@ -106,9 +128,9 @@ impl<
                 .get(c)
                 .and_then(|chunk| chunk.get(i))
                 .and_then(Option::as_ref)
-                .is_some_and(|s| s.id().as_str() == id)
+                .is_some_and(|s| s.id() == id)
         };
-        self.index.find(hash_of(&self.hasher, id), same).copied()
+        self.index.find(hash, same).copied()
     }
 
     /// The session ids, in no particular order.
@@ -118,15 +140,22 @@ impl<
             .filter_map(|&slot| self.get(slot).map(AnySession::id))
     }
 
-    /// The occupied slots, in slot order.
+    /// The occupied slots, in no particular order.
     pub(crate) fn slots(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.slot_bound() as u32).filter(|&slot| self.get(slot).is_some())
+        self.index.iter().copied()
     }
 
-    /// Stores a new session (whose id is not in the table) and returns its
-    /// slot, and whether the slab grew (so per-slot side tables can grow
-    /// with it).
-    pub(crate) fn insert(&mut self, session: AnySession<SC, RC, R, B, D, A, L, K>) -> (u32, bool) {
+    /// Stores a new session (whose id, of hash `hash`, is not in the table)
+    /// and returns its slot, and whether the slab grew (so per-slot side
+    /// tables can grow with it). `make` writes the session into the slot's
+    /// storage, which holds the previous session of a reused slot (to
+    /// re-initialize in place) or `None`; on error it must leave the slot
+    /// as it was.
+    pub(crate) fn insert<E>(
+        &mut self,
+        hash: u64,
+        make: impl FnOnce(&mut Option<AnySession<SC, RC, R, B, D, A, L, K>>) -> Result<(), E>,
+    ) -> Result<(u32, bool), E> {
         let (slot, grew) = if let Some(slot) = self.free.pop() {
             (slot, false)
         } else {
@@ -137,9 +166,11 @@ impl<
             self.free.extend((base + 1..base + CHUNK as u32).rev());
             (base, true)
         };
-        let hash = hash_of(&self.hasher, session.id().as_str());
         if let Some(entry) = self.entry(slot) {
-            *entry = Some(session);
+            if let Err(e) = make(entry) {
+                self.free.push(slot);
+                return Err(e);
+            }
         }
         let Table {
             index,
@@ -153,26 +184,24 @@ impl<
                 .get(c)
                 .and_then(|chunk| chunk.get(i))
                 .and_then(Option::as_ref)
-                .map_or(0, |s| hash_of(hasher, s.id().as_str()))
+                .map_or(0, |s| hash_of(hasher, s.id().as_bytes()))
         };
         index.insert_unique(hash, slot, rehash);
-        (slot, grew)
+        Ok((slot, grew))
     }
 
-    /// Drops the session in `slot` where it is, and frees the slot.
-    pub(crate) fn remove(&mut self, slot: u32) {
-        let Some(id_hash) = self
-            .get(slot)
-            .map(|s| hash_of(&self.hasher, s.id().as_str()))
-        else {
-            return;
-        };
-        if let Ok(entry) = self.index.find_entry(id_hash, |&s| s == slot) {
+    /// Forgets the session in `slot` (whose id has hash `hash`) and frees
+    /// the slot; the value stays for the next open to re-initialize unless
+    /// its configurations need dropping.
+    pub(crate) fn remove(&mut self, slot: u32, hash: u64) {
+        if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
             entry.remove();
+            self.free.push(slot);
+            if std::mem::needs_drop::<SC>() || std::mem::needs_drop::<RC>() {
+                if let Some(entry) = self.entry(slot) {
+                    *entry = None;
+                }
+            }
         }
-        if let Some(entry) = self.entry(slot) {
-            *entry = None;
-        }
-        self.free.push(slot);
     }
 }

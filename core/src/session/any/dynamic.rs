@@ -411,6 +411,7 @@ impl<
     /// [`Error::WrongState`] for a closed session.
     ///
     /// See [`reserve`](Self::reserve).
+    #[inline]
     pub fn resource_request_ids(
         &self,
         fence: Option<&Fence<L>>,

@@ -17,6 +17,7 @@ use crate::id::Id;
 use crate::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
+use crate::requests::RequestIds;
 
 /// A session in any of the four states (the rp-hal `DynPin` pattern).
 ///
@@ -148,6 +149,29 @@ impl<
     /// ```
     pub fn lease_generation(&self) -> u64 {
         each!(self, s => s.lease_generation())
+    }
+
+    /// Replaces `ids` with every request id the session holds (unique, in
+    /// reservation order; none once closed): what closing it would release.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&f, 0, &Id::new("r")?)?;
+    /// let mut ids = RequestIds::new();
+    /// s.held_request_ids(&mut ids);
+    /// assert!(ids.contains("r"));
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
+    pub fn held_request_ids(&self, ids: &mut RequestIds<L, R>) {
+        match self {
+            AnySession::Open(s) => ids.refill(s.resource_request_ids(None, None)),
+            AnySession::Detached(s) => ids.refill(s.resource_request_ids(None, None)),
+            AnySession::Closing(s) => ids.refill(s.resource_request_ids(None, None)),
+            AnySession::Closed(_) => ids.refill(core::iter::empty()),
+        }
     }
 
     /// The session typed as `Open`, if it is.
