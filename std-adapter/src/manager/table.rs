@@ -160,6 +160,8 @@ impl<
             (slot, false)
         } else {
             let base = self.slot_bound() as u32;
+            // Built on the heap directly (a `Box::new` of an array would
+            // build 25 KB on the stack first).
             let chunk: Chunk<SC, RC, R, B, D, A, L, K> = (0..CHUNK).map(|_| None).collect();
             self.chunks.push(chunk);
             // The rest of the chunk is free, lowest slot used first.

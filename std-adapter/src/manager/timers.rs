@@ -13,6 +13,11 @@
 //! An indexed heap (each slot knows its heap position) rather than a heap
 //! with lazy deletion keeps exactly one entry per session, so churn (open,
 //! close, open, ...) never accumulates stale entries.
+//!
+//! Memory: keys and slots are parallel arrays (12 bytes an entry instead of
+//! a padded 16), and every array grows with the session slab by at least an
+//! eighth of its size rather than doubling, so a table of a million
+//! sessions carries at most 12.5% slack here.
 
 use duplex_core::Instant;
 
@@ -20,31 +25,46 @@ const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
-    heap: Vec<(Instant, u32)>,
+    /// Heap order: `keys[i]` is the deadline of `slots[i]`.
+    keys: Vec<Instant>,
+    slots: Vec<u32>,
     /// Heap position of each slot's entry, or `NONE`.
     pos: Vec<u32>,
+}
+
+/// Grows `v`'s capacity to at least `want`, by at least an eighth (bounded
+/// slack, amortized O(1) copying).
+fn reserve_towards<T>(v: &mut Vec<T>, want: usize) {
+    if v.capacity() < want {
+        let more = (want - v.len()).max(v.capacity() / 8);
+        v.reserve_exact(more);
+    }
 }
 
 impl Timers {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.keys.len()
     }
 
     /// Makes room for slot ids below `slots`.
     pub(crate) fn grow_to(&mut self, slots: usize) {
         if self.pos.len() < slots {
+            reserve_towards(&mut self.pos, slots);
             self.pos.resize(slots, NONE);
+            // At most one entry per slot: the heap never needs more.
+            reserve_towards(&mut self.keys, slots);
+            reserve_towards(&mut self.slots, slots);
         }
     }
 
     pub(crate) fn peek(&self) -> Option<(Instant, u32)> {
-        self.heap.first().copied()
+        Some((*self.keys.first()?, *self.slots.first()?))
     }
 
     pub(crate) fn key(&self, slot: u32) -> Option<Instant> {
         match self.pos.get(slot as usize) {
-            Some(&p) if p != NONE => Some(self.heap[p as usize].0),
+            Some(&p) if p != NONE => self.keys.get(p as usize).copied(),
             _ => None,
         }
     }
@@ -55,8 +75,9 @@ impl Timers {
             Some(k) if k <= t => {}
             Some(_) => self.set(slot, t),
             None => {
-                let p = self.heap.len();
-                self.heap.push((t, slot));
+                let p = self.keys.len();
+                self.keys.push(t);
+                self.slots.push(slot);
                 self.pos[slot as usize] = p as u32;
                 self.sift_up(p);
             }
@@ -66,8 +87,8 @@ impl Timers {
     /// Sets the key of an existing entry, in either direction.
     pub(crate) fn set(&mut self, slot: u32, t: Instant) {
         let p = self.pos[slot as usize] as usize;
-        let old = self.heap[p].0;
-        self.heap[p].0 = t;
+        let old = self.keys[p];
+        self.keys[p] = t;
         if t < old {
             self.sift_up(p);
         } else {
@@ -85,28 +106,31 @@ impl Timers {
         }
         let p = p as usize;
         self.pos[slot as usize] = NONE;
-        let last = self.heap.len() - 1;
+        let last = self.keys.len() - 1;
         if p != last {
-            self.heap.swap(p, last);
-            self.pos[self.heap[p].1 as usize] = p as u32;
+            self.keys.swap(p, last);
+            self.slots.swap(p, last);
+            self.pos[self.slots[p] as usize] = p as u32;
         }
-        self.heap.pop();
-        if p < self.heap.len() {
+        self.keys.pop();
+        self.slots.pop();
+        if p < self.keys.len() {
             self.sift_up(p);
             self.sift_down(p);
         }
     }
 
     fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].1 as usize] = a as u32;
-        self.pos[self.heap[b].1 as usize] = b as u32;
+        self.keys.swap(a, b);
+        self.slots.swap(a, b);
+        self.pos[self.slots[a] as usize] = a as u32;
+        self.pos[self.slots[b] as usize] = b as u32;
     }
 
     fn sift_up(&mut self, mut p: usize) {
         while p > 0 {
             let parent = (p - 1) / 2;
-            if self.heap[p].0 >= self.heap[parent].0 {
+            if self.keys[p] >= self.keys[parent] {
                 break;
             }
             self.swap(p, parent);
@@ -115,14 +139,14 @@ impl Timers {
     }
 
     fn sift_down(&mut self, mut p: usize) {
-        let n = self.heap.len();
+        let n = self.keys.len();
         loop {
             let (l, r) = (2 * p + 1, 2 * p + 2);
             let mut min = p;
-            if l < n && self.heap[l].0 < self.heap[min].0 {
+            if l < n && self.keys[l] < self.keys[min] {
                 min = l;
             }
-            if r < n && self.heap[r].0 < self.heap[min].0 {
+            if r < n && self.keys[r] < self.keys[min] {
                 min = r;
             }
             if min == p {
@@ -144,13 +168,13 @@ mod tests {
 
     #[track_caller]
     fn check(timers: &Timers) {
-        for (i, &(k, slot)) in timers.heap.iter().enumerate() {
+        for (i, (&k, &slot)) in timers.keys.iter().zip(&timers.slots).enumerate() {
             assert_eq!(
                 timers.pos[slot as usize] as usize, i,
                 "position of slot {slot}"
             );
             if i > 0 {
-                assert!(timers.heap[(i - 1) / 2].0 <= k, "heap order at {i}");
+                assert!(timers.keys[(i - 1) / 2] <= k, "heap order at {i}");
             }
         }
     }
