@@ -69,7 +69,7 @@ impl<
         const K: usize,
     > AnySession<SC, RC, R, B, D, A, L, K>
 {
-    /// The lease deadline of a live session (see [`Session::deadline`]);
+    /// The lease deadline of a live session (see [`Session::deadline`](crate::Session::deadline));
     /// `None` once closing.
     ///
     /// ```
@@ -173,7 +173,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::begin_operation`].
+    /// [`Error::WrongState`], then as [`Session::begin_operation`](crate::Session::begin_operation).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -196,7 +196,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::end_operation`].
+    /// [`Error::WrongState`], then as [`Session::end_operation`](crate::Session::end_operation).
     ///
     /// See [`begin_operation`](Self::begin_operation).
     pub fn end_operation(
@@ -212,7 +212,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::prepare_append`].
+    /// [`Error::WrongState`], then as [`Session::prepare_append`](crate::Session::prepare_append).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -234,7 +234,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::append`].
+    /// [`Error::WrongState`], then as [`Session::append`](crate::Session::append).
     ///
     /// See the type-level example.
     pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
@@ -245,7 +245,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::commit_append`].
+    /// [`Error::WrongState`], then as [`Session::commit_append`](crate::Session::commit_append).
     ///
     /// See [`prepare_append`](Self::prepare_append).
     pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error> {
@@ -256,7 +256,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::completed`].
+    /// [`Error::WrongState`], then as [`Session::completed`](crate::Session::completed).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -281,7 +281,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::record_completed`].
+    /// [`Error::WrongState`], then as [`Session::record_completed`](crate::Session::record_completed).
     ///
     /// See [`completed`](Self::completed).
     pub fn record_completed(
@@ -299,7 +299,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::reserve`].
+    /// [`Error::WrongState`], then as [`Session::reserve`](crate::Session::reserve).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -317,7 +317,7 @@ impl<
     ///
     /// # Errors
     ///
-    /// [`Error::WrongState`], then as [`Session::bind`].
+    /// [`Error::WrongState`], then as [`Session::bind`](crate::Session::bind).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -349,7 +349,7 @@ impl<
         live!(self, "accept_fence", s => s.accept_fence(fence))
     }
 
-    /// Barge-in (Open, Detached): see [`Session::cancel`].
+    /// Barge-in (Open, Detached): see [`Session::cancel`](crate::Session::cancel).
     ///
     /// # Errors
     ///
@@ -489,7 +489,7 @@ impl<
     }
 
     /// Starts closing a live session whose lease is due at `now` (see
-    /// [`Session::expire`]); returns the reason. Anything else comes back
+    /// [`Session::expire`](crate::Session::expire)); returns the reason. Anything else comes back
     /// unchanged.
     ///
     /// ```
