@@ -37,9 +37,11 @@
 mod clock;
 mod error;
 mod manager;
+mod shared;
 mod snapshot;
 
 pub use clock::MonotonicClock;
 pub use error::Error;
 pub use manager::{Expiry, ManagerConfig, Released, SessionManager};
+pub use shared::{AdmissionPermit, SharedClock, SharedManager};
 pub use snapshot::Snapshot;
