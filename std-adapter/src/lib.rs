@@ -27,6 +27,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! For multi-threaded hosts, [`SharedManager`] shards the sessions over
+//! many managers behind their own locks, with exact global admission,
+//! cancellation-safe [`AdmissionPermit`]s and reaper drivers (a thread, or a
+//! tokio task with the `tokio` feature).
+//!
+//! ## Features
+//!
+//! - `tokio`: `TokioClock` (the clock over tokio's time) and
+//!   `SharedManager::reap`, the reaper as an async task.
+//!
 //! The load-and-fault simulator that drives this manager is its own crate,
 //! `duplex-sim`, so hosts that depend on `duplex-std` compile none of its
 //! dependencies.
@@ -41,7 +51,9 @@ mod shared;
 mod snapshot;
 
 pub use clock::MonotonicClock;
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
 pub use error::Error;
 pub use manager::{Expiry, ManagerConfig, Released, SessionManager};
-pub use shared::{AdmissionPermit, SharedClock, SharedManager};
+pub use shared::{AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager};
 pub use snapshot::Snapshot;
