@@ -282,6 +282,21 @@ impl<
         self.reserved.load(Ordering::Acquire)
     }
 
+    /// The shard that holds (or would hold) `session`, in `0..shards()`:
+    /// sessions of different shards never wait for each other (a host can
+    /// use it for thread affinity).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::with_shards(MonotonicClock::new(), ManagerConfig::default(), 4)?;
+    /// assert!(m.shard_of(&Id::new("call-1")?) < 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shard_of(&self, session: &Id<L>) -> usize {
+        self.shard_index(session)
+    }
+
     /// The index of the shard that holds (or will hold) `session`.
     fn shard_index(&self, session: &Id<L>) -> usize {
         self.hasher.hash_one(session.as_bytes()) as usize % self.shards.len()
