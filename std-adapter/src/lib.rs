@@ -36,6 +36,8 @@
 //!
 //! - `tokio`: `TokioClock` (the clock over tokio's time) and
 //!   `SharedManager::reap`, the reaper as an async task.
+//! - `metrics`: counters and gauges through the `metrics` facade (see
+//!   [`metrics`] for the names).
 //!
 //! The load-and-fault simulator that drives this manager is its own crate,
 //! `duplex-sim`, so hosts that depend on `duplex-std` compile none of its
@@ -47,6 +49,7 @@
 mod clock;
 mod error;
 mod manager;
+pub mod metrics;
 mod shared;
 mod snapshot;
 

@@ -20,10 +20,11 @@ use duplex_core::profile::conformance::{
 };
 use duplex_core::{
     AnySession, Clock, ConfigField, Detached, Fence, Id, Instant, Open, OpenOptions, Rejected,
-    Session,
+    Session, StateKind,
 };
 
 use crate::error::Error;
+use crate::metrics;
 use crate::snapshot::Snapshot;
 use table::Table;
 use timers::Timers;
@@ -306,12 +307,16 @@ impl<
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, Error<L>>,
     ) -> Result<T, Error<L>> {
         let slot = self.slot_of(session)?;
-        match self.table.entry(slot).and_then(Option::as_mut) {
+        let result = match self.table.entry(slot).and_then(Option::as_mut) {
             Some(s) => op(s),
             None => Err(Error::UnknownSession {
                 session: session.clone(),
             }),
+        };
+        if let Err(e) = &result {
+            metrics::refused(e.kind());
         }
+        result
     }
 
     /// Runs `op` on the session named `session`, read-only.
@@ -320,12 +325,16 @@ impl<
         session: &Id<L>,
         op: impl FnOnce(&'a AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, Error<L>>,
     ) -> Result<T, Error<L>> {
-        match self.get(session) {
+        let result = match self.get(session) {
             Some(s) => op(s),
             None => Err(Error::UnknownSession {
                 session: session.clone(),
             }),
+        };
+        if let Err(e) = &result {
+            metrics::refused(e.kind());
         }
+        result
     }
 
     /// Runs a state transition in place: `op` takes the session by value and
@@ -347,7 +356,7 @@ impl<
         let entry = self.table.entry(slot).ok_or_else(unknown)?;
         let current = entry.take().ok_or_else(unknown)?;
         let from = current.kind();
-        let (next, result) = match op(current) {
+        let (next, result): (_, Result<T, Error<L>>) = match op(current) {
             Ok((next, out)) => (next, Ok(out)),
             Err(rejected) => (rejected.session, Err(rejected.error.into())),
         };
@@ -355,6 +364,10 @@ impl<
         *entry = Some(next);
         if from != to {
             tracing::debug!(%session, "state={from}=>{to}");
+            metrics::moved(from, to);
+        }
+        if let Err(e) = &result {
+            metrics::refused(e.kind());
         }
         self.reschedule(slot);
         result
@@ -387,6 +400,7 @@ impl<
         }
         if let Some(limit) = self.max_sessions {
             if self.table.len() >= limit {
+                metrics::admission_refused();
                 return Err(Error::CapacityExhausted { limit });
             }
         }
@@ -406,6 +420,7 @@ impl<
         if grew {
             self.timers.grow_to(self.table.slot_bound());
         }
+        metrics::entered(StateKind::Open);
         self.reschedule(slot);
         Ok(())
     }

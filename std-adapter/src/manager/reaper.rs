@@ -13,6 +13,7 @@ use duplex_core::{
 
 use super::SessionManager;
 use crate::error::Error;
+use crate::metrics;
 
 /// A session whose lease expired, moved to `Closing` by
 /// [`collect_expired`](SessionManager::collect_expired): the engine must
@@ -84,6 +85,9 @@ impl<
     /// Drops the session in `slot` (whose id has hash `hash`) where it is,
     /// and forgets it.
     fn vacate(&mut self, slot: u32, hash: u64) {
+        if let Some(s) = self.table.get(slot) {
+            metrics::left(s.kind());
+        }
         self.table.remove(slot, hash);
         self.timers.remove(slot);
     }
@@ -300,6 +304,7 @@ impl<
     fn expire_slot(&mut self, slot: u32, now: Instant) -> Option<Expiry<L, R>> {
         let entry = self.table.entry(slot)?;
         let session = entry.take()?;
+        let from = session.kind();
         let submitted = session.resource_request_ids(None, Some(RequestState::Submitted));
         let reserved = session.resource_request_ids(None, Some(RequestState::Reserved));
         let (next, expired) = match session.expire(now) {
@@ -309,6 +314,8 @@ impl<
         let record = match (expired, submitted, reserved) {
             (Some(reason), Ok(submitted), Ok(reserved)) => {
                 tracing::debug!(session = %next.id(), %reason, "state=>closing");
+                metrics::moved(from, StateKind::Closing);
+                metrics::expired(reason);
                 Some(Expiry {
                     session: next.id().clone(),
                     fence: next.fence().clone(),

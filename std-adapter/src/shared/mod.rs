@@ -334,6 +334,7 @@ impl<
             .map(|_| ())
             .map_err(|_| {
                 tracing::debug!(limit, "admission refused");
+                crate::metrics::admission_refused();
                 Error::CapacityExhausted { limit }
             })
     }
