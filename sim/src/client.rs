@@ -181,7 +181,6 @@ impl Client {
         match w.m.completed(&self.fence, &op, AUDIO, Finality::Partial) {
             Ok(None) => {}
             Ok(Some(r)) => {
-                let r = r.to_vec();
                 w.violation(
                     &self.name,
                     "completed",

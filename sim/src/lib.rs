@@ -25,19 +25,23 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod backend;
 mod client;
 mod faults;
 mod ledger;
+mod threads;
 
 use std::fmt;
 use std::time::Instant as WallInstant;
 
-use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, ManualClock, OpenOptions};
+use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, OpenOptions};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+use backend::Backend;
+pub use backend::SimClock;
 use client::Client;
-use duplex_std::{ManagerConfig, SessionManager};
+use duplex_std::{Expiry, ManagerConfig};
 pub use faults::{Fault, Faults};
 use ledger::Ledger;
 
@@ -62,6 +66,11 @@ pub struct SimConfig {
     pub duration_s: u64,
     /// Injected faults.
     pub faults: Faults,
+    /// Worker threads driving the clients: 1 drives a single-threaded
+    /// `SessionManager` (deterministic: the same seed gives the same
+    /// counts); more drive one `SharedManager` from that many threads (the
+    /// rules are checked the same way; the counts vary with scheduling).
+    pub threads: usize,
 }
 
 impl Default for SimConfig {
@@ -72,6 +81,7 @@ impl Default for SimConfig {
             max_sessions: 1_800,
             duration_s: 120,
             faults: Faults::ALL,
+            threads: 1,
         }
     }
 }
@@ -180,6 +190,33 @@ impl Report {
         self.violations == 0 && self.leaked == 0
     }
 
+    /// Adds the counts of another worker's report (the first violation
+    /// stays the earliest one found).
+    pub(crate) fn absorb(&mut self, other: &Report) {
+        self.sessions += other.sessions;
+        self.appends += other.appends;
+        self.duplicates += other.duplicates;
+        self.stale_rejected += other.stale_rejected;
+        self.expired += other.expired;
+        self.barge_ins += other.barge_ins;
+        self.resumed += other.resumed;
+        self.admission_refused += other.admission_refused;
+        self.request_cleanups += other.request_cleanups;
+        self.cleanup_retries += other.cleanup_retries;
+        self.requests += other.requests;
+        self.leaked += other.leaked;
+        self.violations += other.violations;
+        self.ops += other.ops;
+        let earlier = match (&self.first_violation, &other.first_violation) {
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => b.step < a.step,
+            _ => false,
+        };
+        if earlier {
+            self.first_violation.clone_from(&other.first_violation);
+        }
+    }
+
     /// The one-line summary: `sim: sessions=N appends=N duplicates=N
     /// stale_rejected=N expired=N leaked=N violations=N ops_per_s=N`.
     ///
@@ -202,18 +239,16 @@ impl Report {
     }
 }
 
-pub(crate) type Manager<'c> = SessionManager<&'c ManualClock>;
-
 /// A closing session waiting for its engine cleanup before finalize.
 #[derive(Debug)]
-struct Pending {
+pub(crate) struct Pending {
     session: Id,
     fail_once: bool,
 }
 
 /// A cancel held back to be delivered late.
 #[derive(Debug)]
-struct LateCancel {
+pub(crate) struct LateCancel {
     due: u64,
     cancelled: Fence,
     next: Fence,
@@ -224,13 +259,13 @@ struct LateCancel {
 pub(crate) struct World<'c> {
     pub(crate) config: SimConfig,
     pub(crate) rng: ChaCha8Rng,
-    pub(crate) clock: &'c ManualClock,
-    pub(crate) m: Manager<'c>,
+    pub(crate) clock: &'c SimClock,
+    pub(crate) m: Backend<'c>,
     pub(crate) ledger: Ledger,
     pub(crate) report: Report,
     pub(crate) step: u64,
-    pending: Vec<Pending>,
-    late_cancels: Vec<LateCancel>,
+    pub(crate) pending: Vec<Pending>,
+    pub(crate) late_cancels: Vec<LateCancel>,
 }
 
 impl World<'_> {
@@ -312,28 +347,40 @@ impl World<'_> {
         self.pending.push(Pending { session, fail_once });
     }
 
-    /// The host's reaper: runs when the earliest deadline has come.
-    fn reap(&mut self) {
+    /// The host's reaper: when the earliest deadline has come, collects
+    /// what expired (in every world: the manager is shared).
+    pub(crate) fn collect_due(&mut self) -> Vec<Expiry> {
         self.op();
         match self.m.next_deadline() {
             Some(t) if t <= self.clock.now() => {}
-            _ => return,
+            _ => return Vec::new(),
         }
         self.op();
-        for record in self.m.collect_expired([]) {
-            self.report.expired += 1;
-            for id in record.submitted.iter().chain(&record.reserved) {
-                if !self.ledger.is_held(id.as_str()) {
-                    let session = record.session.to_string();
-                    self.violation(
-                        &session,
-                        "collect_expired",
-                        "only held request ids",
-                        format!("{id} (not held)"),
-                    );
-                }
+        self.m.collect_expired()
+    }
+
+    /// One expired session of this world: check what it held, then clean
+    /// it up and finalize it later.
+    pub(crate) fn expired(&mut self, record: Expiry) {
+        self.report.expired += 1;
+        for id in record.submitted.iter().chain(&record.reserved) {
+            if !self.ledger.is_held(id.as_str()) {
+                let session = record.session.to_string();
+                self.violation(
+                    &session,
+                    "collect_expired",
+                    "only held request ids",
+                    format!("{id} (not held)"),
+                );
             }
-            self.cleanup_later(record.session);
+        }
+        self.cleanup_later(record.session);
+    }
+
+    /// The reaper of a single world.
+    fn reap(&mut self) {
+        for record in self.collect_due() {
+            self.expired(record);
         }
     }
 
@@ -365,7 +412,7 @@ impl World<'_> {
     }
 
     /// Finalizes closing sessions whose cleanup went through.
-    fn finalize_pending(&mut self) {
+    pub(crate) fn finalize_pending(&mut self) {
         let mut pending = std::mem::take(&mut self.pending);
         pending.retain_mut(|p| {
             if p.fail_once {
@@ -386,7 +433,7 @@ impl World<'_> {
         self.pending = pending;
     }
 
-    fn deliver_late_cancels(&mut self, all: bool) {
+    pub(crate) fn deliver_late_cancels(&mut self, all: bool) {
         let step = self.step;
         let mut due = Vec::new();
         self.late_cancels.retain(|c| {
@@ -446,7 +493,7 @@ impl World<'_> {
     }
 
     /// Opens above capacity: everything beyond `max_sessions` must be refused.
-    fn burst(&mut self) {
+    pub(crate) fn burst(&mut self) {
         let extra = self.config.max_sessions.saturating_sub(self.m.len()) + 4;
         let mut admitted = Vec::new();
         for k in 0..extra {
@@ -488,17 +535,16 @@ impl World<'_> {
 /// Only on a manager configuration the simulation itself rejects
 /// (`max_sessions` of zero).
 pub fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Report {
+    if config.threads > 1 {
+        return threads::run(config, progress);
+    }
     let started = WallInstant::now();
-    let clock = ManualClock::default();
-    let manager_config = ManagerConfig {
-        max_sessions: Some(config.max_sessions.max(1)),
-        completed_append_limit: None,
-    };
+    let clock = SimClock::default();
     let mut world = World {
         config: config.clone(),
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         clock: &clock,
-        m: SessionManager::new(&clock, manager_config).expect("simulation manager config is valid"),
+        m: Backend::single(&clock, manager_config(config)),
         ledger: Ledger::default(),
         report: Report {
             seed: config.seed,
@@ -537,6 +583,14 @@ pub fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Report {
     world.report
 }
 
+/// The manager of a run: admission at `max_sessions`.
+fn manager_config(config: &SimConfig) -> ManagerConfig {
+    ManagerConfig {
+        max_sessions: Some(config.max_sessions.max(1)),
+        completed_append_limit: None,
+    }
+}
+
 /// The end: clients still connected close; vanished ones are reaped by
 /// expiry; the host finalizes everything; the manager must end empty.
 fn drain(world: &mut World<'_>, clients: &mut [Client]) {
@@ -557,12 +611,7 @@ fn drain(world: &mut World<'_>, clients: &mut [Client]) {
         world.finalize_pending();
     }
     if !world.m.is_empty() {
-        let left: Vec<String> = world
-            .m
-            .session_ids()
-            .take(5)
-            .map(ToString::to_string)
-            .collect();
+        let left = world.m.session_ids(5);
         let n = world.m.len();
         world.violation(
             &left.join(","),

@@ -32,6 +32,11 @@ struct Args {
     /// late, reorder, stale-resume, takeover, vanish, burst, cleanup-fail.
     #[arg(long, default_value = "all")]
     faults: Faults,
+    /// Worker threads: 1 drives one single-threaded manager (the same seed
+    /// gives the same counts); more drive one shared manager from that many
+    /// threads, with the same checks.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    threads: usize,
     /// Print a machine-readable JSON report instead of the table.
     #[arg(long)]
     json: bool,
@@ -45,6 +50,7 @@ fn main() -> ExitCode {
         max_sessions: args.max_sessions,
         duration_s: args.duration_s,
         faults: args.faults,
+        threads: args.threads,
     };
     let bar = if std::io::stderr().is_terminal() && !args.json {
         let bar = ProgressBar::new(1);
@@ -73,8 +79,8 @@ fn main() -> ExitCode {
     if let Some(v) = &report.first_violation {
         println!("first violation: {v}");
         println!(
-            "replay: cargo run --release -p duplex-std --bin duplex-sim -- --seed {} --sessions {} --max-sessions {} --duration-s {} --faults {}",
-            config.seed, config.sessions, config.max_sessions, config.duration_s, config.faults
+            "replay: cargo run --release -p duplex-sim -- --seed {} --sessions {} --max-sessions {} --duration-s {} --faults {} --threads {}",
+            config.seed, config.sessions, config.max_sessions, config.duration_s, config.faults, config.threads
         );
     }
     if !args.json {
@@ -88,7 +94,7 @@ fn main() -> ExitCode {
 }
 
 fn print_table(config: &SimConfig, r: &Report) {
-    let rows: [(&str, String); 19] = [
+    let rows: [(&str, String); 20] = [
         ("seed", config.seed.to_string()),
         ("clients", config.sessions.to_string()),
         ("max sessions", config.max_sessions.to_string()),
@@ -97,6 +103,7 @@ fn print_table(config: &SimConfig, r: &Report) {
             format!("{} s ({} steps of 20 ms)", config.duration_s, r.steps),
         ),
         ("faults", config.faults.to_string()),
+        ("threads", config.threads.to_string()),
         ("sessions opened", r.sessions.to_string()),
         ("appends accepted", r.appends.to_string()),
         ("retries answered from cache", r.duplicates.to_string()),
@@ -131,6 +138,7 @@ fn json(config: &SimConfig, r: &Report) -> serde_json::Value {
         "max_sessions": config.max_sessions,
         "duration_s": config.duration_s,
         "faults": config.faults.to_string(),
+        "threads": config.threads,
         "steps": r.steps,
         "sessions": r.sessions,
         "appends": r.appends,

@@ -10,6 +10,7 @@ fn small(seed: u64, faults: Faults) -> SimConfig {
         max_sessions: 100,
         duration_s: 30,
         faults,
+        threads: 1,
     }
 }
 
@@ -100,4 +101,21 @@ fn the_summary_line_has_the_documented_shape() {
             "ops_per_s"
         ]
     );
+}
+
+#[test]
+fn threads_drive_one_shared_manager_under_every_rule() {
+    for threads in [2, 3] {
+        let config = SimConfig {
+            threads,
+            ..small(7, Faults::ALL)
+        };
+        let r = run(&config, |_, _| {});
+        assert_clean(&r);
+        assert!(
+            r.appends > 1_000 && r.expired > 0 && r.duplicates > 0,
+            "{r:?}"
+        );
+        assert!(r.summary_line().starts_with("sim: sessions="));
+    }
 }
