@@ -1,6 +1,7 @@
 //! Many threads: two threads appending to different sessions through the
 //! shared manager, against the single-threaded manager behind one `Mutex`
-//! (throughput); and one thread through each, for the cost of sharing.
+//! (throughput); and one thread through the shared and the plain manager,
+//! for the cost of sharing.
 //!
 //! `cargo bench -p duplex-std --bench threads`
 
@@ -53,24 +54,32 @@ fn two_threads(iters: u64, append: impl Fn(usize) + Sync) -> Duration {
     start.elapsed()
 }
 
-fn append_threads(c: &mut Criterion) {
-    let mut g = c.benchmark_group("append_threads_2");
-    g.throughput(Throughput::Elements(2));
-
+fn shared(c: &mut Criterion) {
+    let mut g = c.benchmark_group("shared");
     let shared =
         SharedManager::new(MonotonicClock::new(), ManagerConfig::default()).expect("manager");
     let fences = two_sessions(&shared);
     for f in &fences {
         shared.open(f.clone(), options()).expect("open");
     }
-    g.bench_function("shared", |b| {
+    g.throughput(Throughput::Elements(2));
+    g.bench_function("append_threads_2", |b| {
         b.iter_custom(|iters| {
             two_threads(iters, |t| {
                 black_box(shared.append(&fences[t], MODE).expect("append"));
             })
         });
     });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("append_one_thread", |b| {
+        b.iter(|| black_box(shared.append(black_box(&fences[0]), MODE).expect("append")));
+    });
+    g.finish();
+}
 
+fn mutex(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mutex");
+    let fences = [fence("call-0"), fence("call-1")];
     let locked = Mutex::new(
         SessionManager::new(MonotonicClock::new(), ManagerConfig::default()).expect("manager"),
     );
@@ -81,7 +90,8 @@ fn append_threads(c: &mut Criterion) {
             .open(f.clone(), options())
             .expect("open");
     }
-    g.bench_function("mutex", |b| {
+    g.throughput(Throughput::Elements(2));
+    g.bench_function("append_threads_2", |b| {
         b.iter_custom(|iters| {
             two_threads(iters, |t| {
                 let appended = locked.lock().expect("unpoisoned").append(&fences[t], MODE);
@@ -92,23 +102,18 @@ fn append_threads(c: &mut Criterion) {
     g.finish();
 }
 
-fn append_one_thread(c: &mut Criterion) {
-    let mut g = c.benchmark_group("append_one_thread");
-    let shared =
-        SharedManager::new(MonotonicClock::new(), ManagerConfig::default()).expect("manager");
+fn plain(c: &mut Criterion) {
+    let mut g = c.benchmark_group("plain");
     let f = fence("call-0");
-    shared.open(f.clone(), options()).expect("open");
-    g.bench_function("shared", |b| {
-        b.iter(|| black_box(shared.append(black_box(&f), MODE).expect("append")));
-    });
     let mut plain =
         SessionManager::new(MonotonicClock::new(), ManagerConfig::default()).expect("manager");
     plain.open(f.clone(), options()).expect("open");
-    g.bench_function("manager", |b| {
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("append_one_thread", |b| {
         b.iter(|| black_box(plain.append(black_box(&f), MODE).expect("append")));
     });
     g.finish();
 }
 
-criterion_group!(benches, append_threads, append_one_thread);
+criterion_group!(benches, shared, mutex, plain);
 criterion_main!(benches);

@@ -165,3 +165,45 @@ fn the_thread_reaper_reaps_and_shuts_down() {
     assert_eq!(m.reserved(), 0);
     let _ = Instant::ZERO;
 }
+
+/// A host's connection task: admit, then two awaits (engine warm-up and
+/// handshake), then open.
+async fn connection(
+    m: Arc<SharedManager<TokioClock>>,
+    name: String,
+) -> Result<(), duplex_std::Error> {
+    let permit = m.admit()?;
+    tokio::time::sleep(StdDuration::from_millis(10)).await; // warm-up
+    tokio::time::sleep(StdDuration::from_millis(10)).await; // handshake
+    permit.open(Fence::new(id(&name), 0), options())
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn aborting_a_connection_task_at_any_await_gives_its_slot_back() {
+    let config = ManagerConfig {
+        max_sessions: Some(1),
+        ..ManagerConfig::default()
+    };
+    let m = Arc::new(SharedManager::new(TokioClock::new(), config).unwrap());
+    // Abort before it runs, during the warm-up, during the handshake.
+    for (k, run_for_ms) in [0_u64, 5, 15].into_iter().enumerate() {
+        let task = tokio::spawn(connection(Arc::clone(&m), format!("call-{k}")));
+        if run_for_ms > 0 {
+            tokio::time::sleep(StdDuration::from_millis(run_for_ms)).await;
+            assert_eq!(m.reserved(), 1, "the task holds its permit while it waits");
+        }
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        assert_eq!(
+            (m.reserved(), m.len()),
+            (0, 0),
+            "aborted after {run_for_ms} ms"
+        );
+    }
+    // Admission is whole again: a task that runs to the end opens.
+    tokio::spawn(connection(Arc::clone(&m), "call-done".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((m.reserved(), m.len()), (1, 1));
+}
