@@ -67,9 +67,12 @@ impl<'c> Backend<'c> {
     pub(crate) fn session_ids(&self, n: usize) -> Vec<String> {
         match self {
             Backend::Single(m) => m.session_ids().take(n).map(ToString::to_string).collect(),
-            // The shared manager does not hand out references into its
-            // shards; the count is what the report needs.
-            Backend::Shared(m) => vec![format!("{} sessions", m.len())],
+            Backend::Shared(m) => m
+                .session_ids()
+                .iter()
+                .take(n)
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 

@@ -4,9 +4,11 @@
 //! binary (its own crate, so hosts that use `duplex-std` never compile its
 //! command-line dependencies).
 //!
-//! Deterministic and seeded, in virtual time through a [`ManualClock`]: many
-//! simulated voice clients drive one [`SessionManager`] the way a voice host
-//! would: open, stream 20 ms audio chunks with operation ids (recording
+//! Seeded, in virtual time through a [`SimClock`]: many simulated voice
+//! clients drive one [`duplex_std::SessionManager`] (or, with
+//! [`SimConfig::threads`] above one, one [`duplex_std::SharedManager`] from
+//! that many threads) the way a voice host would: open, stream 20 ms audio
+//! chunks with operation ids (recording
 //! completed appends), bind stage requests per model response, barge in,
 //! go quiet, disconnect and resume, close. A host loop reaps expired
 //! sessions, cleans their requests up (sometimes failing once and retrying)

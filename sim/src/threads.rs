@@ -170,9 +170,9 @@ pub(crate) fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Rep
     {
         let mut w = lock(&worlds[0]);
         if !w.m.is_empty() {
-            let n = w.m.len();
+            let (n, left) = (w.m.len(), w.m.session_ids(5).join(","));
             w.violation(
-                "(any)",
+                &left,
                 "end of run",
                 "an empty manager (every session closed)",
                 format!("{n} sessions left"),

@@ -20,10 +20,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use duplex_core::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
-use duplex_core::{AnySession, Clock, Fence, Id, Instant, OpenOptions};
+use duplex_core::{AnySession, Clock, Detached, Fence, Id, Instant, Open, OpenOptions, Session};
 
 use crate::error::Error;
 use crate::manager::{ManagerConfig, SessionManager};
+use crate::snapshot::Snapshot;
 use reaper::Wake;
 
 pub use permit::AdmissionPermit;
@@ -432,6 +433,117 @@ impl<
     ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K>, Error<L>> {
         self.reserve_slot()?;
         Ok(AdmissionPermit::new(Arc::clone(self)))
+    }
+
+    /// The session ids in every shard (closing ones included), in no
+    /// particular order; owned, since each shard is unlocked before the
+    /// next is read.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// m.open(Fence::new(Id::new("a")?, 0), OpenOptions::default())?;
+    /// m.open(Fence::new(Id::new("b")?, 0), OpenOptions::default())?;
+    /// let mut ids = m.session_ids();
+    /// ids.sort();
+    /// assert_eq!(ids, [Id::new("a")?, Id::new("b")?]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn session_ids(&self) -> Vec<Id<L>> {
+        let mut out = Vec::with_capacity(self.len());
+        for shard in &*self.shards {
+            out.extend(lock(shard).session_ids().cloned());
+        }
+        out
+    }
+
+    /// Everything observable about a session, as owned values. See
+    /// [`SessionManager::snapshot`](crate::SessionManager::snapshot).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.snapshot(&f.session).map(|s| s.state), Some(StateKind::Open));
+    /// assert!(m.snapshot(&Id::new("nobody")?).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn snapshot(&self, session: &Id<L>) -> Option<Snapshot<L>> {
+        self.on(session, |m| m.snapshot(session))
+    }
+
+    /// Reads the session with `f` while its shard is locked; `None` if
+    /// there is no such session.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.with_session(&f.session, |s| s.kind()), Some(StateKind::Open));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_session<T>(
+        &self,
+        session: &Id<L>,
+        f: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> T,
+    ) -> Option<T> {
+        self.on(session, |m| m.get(session).map(f))
+    }
+
+    /// Typed access to an open session while its shard is locked. See
+    /// [`SessionManager::with_open`](crate::SessionManager::with_open).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let seq = m.with_open(&f.session, |s, _now| s.append(&f, InputMode::TurnCommitOnly));
+    /// assert_eq!(seq.unwrap()?.seq, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_open<T>(
+        &self,
+        session: &Id<L>,
+        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+    ) -> Option<T> {
+        self.on(session, |m| {
+            let out = m.with_open(session, f);
+            self.deadline_may_be_earlier(m, session);
+            out
+        })
+    }
+
+    /// Typed access to a detached session while its shard is locked. See
+    /// [`SessionManager::with_detached`](crate::SessionManager::with_detached).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// m.detach(&f)?;
+    /// let bound = m.with_detached(&f.session, |s, _| s.bind(&f, 0, &Id::new("late")?));
+    /// assert!(bound.unwrap().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_detached<T>(
+        &self,
+        session: &Id<L>,
+        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+    ) -> Option<T> {
+        self.on(session, |m| {
+            let out = m.with_detached(session, f);
+            self.deadline_may_be_earlier(m, session);
+            out
+        })
     }
 
     /// Runs `op` on the shard of `session`.

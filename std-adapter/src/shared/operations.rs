@@ -1,17 +1,16 @@
 //! The per-session operations of [`SharedManager`]: each locks the shard
 //! that holds the session and runs the single-threaded manager's operation
-//! there. Operations that can bring a deadline earlier (open, detach,
-//! ending an operation, typed access) tell the reaper.
+//! there. Operations that can bring a deadline earlier (detach, ending an
+//! operation) tell the reaper; so do open and typed access (`mod.rs`).
 
 use duplex_core::{
-    Activity, AnySession, Appended, Clock, CloseReason, Detached, Fence, Finality, Id, InputMode,
-    Instant, Open, RequestIds, RequestState, Reservation, Session,
+    Activity, Appended, Clock, CloseReason, Fence, Finality, Id, InputMode, Instant, RequestIds,
+    RequestState, Reservation,
 };
 
 use super::{lock, SharedManager};
 use crate::error::Error;
 use crate::manager::{Expiry, Released};
-use crate::snapshot::Snapshot;
 
 impl<
         C: Clock,
@@ -603,93 +602,5 @@ impl<
             .iter()
             .filter_map(|shard| lock(shard).next_deadline())
             .min()
-    }
-
-    /// Everything observable about a session, as owned values. See
-    /// [`SessionManager::snapshot`](crate::SessionManager::snapshot).
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// m.open(f.clone(), OpenOptions::default())?;
-    /// assert_eq!(m.snapshot(&f.session).map(|s| s.state), Some(StateKind::Open));
-    /// assert!(m.snapshot(&Id::new("nobody")?).is_none());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn snapshot(&self, session: &Id<L>) -> Option<Snapshot<L>> {
-        self.on(session, |m| m.snapshot(session))
-    }
-
-    /// Reads the session with `f` while its shard is locked; `None` if
-    /// there is no such session.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// m.open(f.clone(), OpenOptions::default())?;
-    /// assert_eq!(m.with_session(&f.session, |s| s.kind()), Some(StateKind::Open));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn with_session<T>(
-        &self,
-        session: &Id<L>,
-        f: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> T,
-    ) -> Option<T> {
-        self.on(session, |m| m.get(session).map(f))
-    }
-
-    /// Typed access to an open session while its shard is locked. See
-    /// [`SessionManager::with_open`](crate::SessionManager::with_open).
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// m.open(f.clone(), OpenOptions::default())?;
-    /// let seq = m.with_open(&f.session, |s, _now| s.append(&f, InputMode::TurnCommitOnly));
-    /// assert_eq!(seq.unwrap()?.seq, 1);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn with_open<T>(
-        &self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K>, Instant) -> T,
-    ) -> Option<T> {
-        self.on(session, |m| {
-            let out = m.with_open(session, f);
-            self.deadline_may_be_earlier(m, session);
-            out
-        })
-    }
-
-    /// Typed access to a detached session while its shard is locked. See
-    /// [`SessionManager::with_detached`](crate::SessionManager::with_detached).
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// m.open(f.clone(), OpenOptions::default())?;
-    /// m.detach(&f)?;
-    /// let bound = m.with_detached(&f.session, |s, _| s.bind(&f, 0, &Id::new("late")?));
-    /// assert!(bound.unwrap().is_ok());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn with_detached<T>(
-        &self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K>, Instant) -> T,
-    ) -> Option<T> {
-        self.on(session, |m| {
-            let out = m.with_detached(session, f);
-            self.deadline_may_be_earlier(m, session);
-            out
-        })
     }
 }
