@@ -4,6 +4,7 @@
 //! limit evicts the oldest, never fails.
 
 use crate::append::Finality;
+use crate::columns::rotate_out;
 use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
 use crate::id::Id;
@@ -119,14 +120,12 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         if from >= len {
             return;
         }
-        for i in from..len - 1 {
-            self.ops.swap(i, i + 1);
-            self.positions.swap(i, i + 1);
-            self.results.swap(i, i + 1);
-            self.counts.swap(i, i + 1);
-            self.metas.swap(i, i + 1);
-        }
-        self.len -= 1;
+        rotate_out(&mut self.ops, from, len);
+        rotate_out(&mut self.positions, from, len);
+        rotate_out(&mut self.results, from, len);
+        rotate_out(&mut self.counts, from, len);
+        rotate_out(&mut self.metas, from, len);
+        self.len = self.len.saturating_sub(1);
     }
 
     /// `record_completed`: insert or replace as newest, evict the oldest

@@ -98,6 +98,7 @@
 mod fmt;
 
 pub mod append;
+mod columns;
 mod completed;
 pub mod error;
 pub mod fence;

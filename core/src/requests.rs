@@ -14,6 +14,7 @@
 use core::fmt;
 use core::ops::Deref;
 
+use crate::columns::swap_down;
 use crate::error::{Error, Table};
 use crate::fence::Position;
 use crate::id::Id;
@@ -455,17 +456,18 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         let len = self.len();
         let mut kept = 0;
         for i in 0..len {
-            let (Some(id), Some(p)) = (self.ids.get(i), self.positions.get(i)) else {
-                break;
+            let gone = match (self.ids.get(i), self.positions.get(i)) {
+                (Some(id), Some(p)) => drop(id, *p),
+                _ => break,
             };
-            if drop(id, *p) {
+            if gone {
                 continue;
             }
             if kept != i {
-                self.ids.swap(kept, i);
-                self.positions.swap(kept, i);
-                self.stages.swap(kept, i);
-                self.states.swap(kept, i);
+                swap_down(&mut self.ids, kept, i);
+                swap_down(&mut self.positions, kept, i);
+                swap_down(&mut self.stages, kept, i);
+                swap_down(&mut self.states, kept, i);
             }
             kept += 1;
         }
