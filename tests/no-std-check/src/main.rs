@@ -3,7 +3,10 @@
 //! `std`, this would fail with a duplicate `panic_impl` lang item.
 //!
 //! The session lifecycle below is kept in the binary by a `#[used]` function
-//! pointer, so the linker resolves every core symbol it needs.
+//! pointer, so the linker resolves every core symbol it needs. Features pick
+//! the profile (`default-profile`) or build the baseline without the core
+//! (`without-core`); `measure.sh` turns the three builds into the flash and
+//! RAM figures.
 
 #![no_std]
 #![no_main]
@@ -11,26 +14,49 @@
 
 use core::panic::PanicInfo;
 
-use duplex_core::profile::{device, DeviceSession};
-use duplex_core::{CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions};
+#[cfg(all(not(feature = "without-core"), not(feature = "default-profile")))]
+use duplex_core::profile::device;
+#[cfg(not(feature = "without-core"))]
+use duplex_core::{
+    CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions, Session,
+};
 
 #[panic_handler]
 fn panic(_: &PanicInfo) -> ! {
     loop {}
 }
 
-fn lifecycle() -> u64 {
-    let Ok(id) = Id::<{ device::ID_LEN }>::new("mic-0") else { return 0 };
-    let fence = Fence::new(id, 1);
+#[cfg(not(feature = "without-core"))]
+/// A session's life on a device: open, stream, answer, barge in, detach,
+/// resume, close. Its inputs come from `black_box`, so the code is what
+/// firmware would carry.
+fn lifecycle<
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+>() -> u64 {
+    let Ok(id) = Id::<L>::new(core::hint::black_box("mic-0")) else {
+        return 0;
+    };
+    let fence = Fence::new(id, core::hint::black_box(1));
     let Ok(lease) = LeaseConfig::new(Some(Duration::from_secs(30)), Duration::from_secs(5)) else {
         return 0;
     };
-    let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk)).lease(lease);
-    let Ok(mut s) = DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO) else {
+    let opts = OpenOptions::default()
+        .modes(Modes::only(InputMode::AppendAudioChunk))
+        .lease(lease);
+    let Ok(mut s) = Session::<duplex_core::Open, (), (), R, B, D, A, L, K>::open_with_capacities(
+        fence.clone(),
+        opts,
+        Instant::ZERO,
+    ) else {
         return 0;
     };
     let mut seq = 0;
-    for _ in 0..3 {
+    for _ in 0..core::hint::black_box(3) {
         if let Ok(a) = s.append(&fence, InputMode::AppendAudioChunk) {
             seq = a.seq;
         }
@@ -40,11 +66,48 @@ fn lifecycle() -> u64 {
     }
     let next = fence.clone().with_epoch(1);
     let cancelled = s.cancel(&fence, &next).map_or(0, |ids| ids.len() as u64);
+    let s = match s.detach(&next, Instant::from_millis(40)) {
+        Ok(d) => match d.resume(&next, 0, Instant::from_millis(80)) {
+            Ok((open, _)) => open,
+            Err(rejected) => return rejected.session.input_seq(),
+        },
+        Err(rejected) => rejected.session,
+    };
     match s.begin_close(&next, CloseReason::ClientClose) {
         Ok(closing) => seq + cancelled + closing.finalize().1.len() as u64,
         Err(rejected) => rejected.session.input_seq(),
     }
 }
 
+#[cfg(all(not(feature = "without-core"), not(feature = "default-profile")))]
+fn run() -> u64 {
+    lifecycle::<
+        { device::RESOURCES },
+        { device::BINDINGS },
+        { device::COMPLETED },
+        { device::ACTIVE_OPS },
+        { device::ID_LEN },
+        { device::STAGE_RESULTS },
+    >()
+}
+
+#[cfg(all(not(feature = "without-core"), feature = "default-profile"))]
+fn run() -> u64 {
+    use duplex_core::profile::conformance as p;
+    lifecycle::<
+        { p::RESOURCES },
+        { p::BINDINGS },
+        { p::COMPLETED },
+        { p::ACTIVE_OPS },
+        { p::ID_LEN },
+        { p::STAGE_RESULTS },
+    >()
+}
+
+#[cfg(feature = "without-core")]
+fn run() -> u64 {
+    core::hint::black_box(0)
+}
+
 #[used]
-static KEEP: fn() -> u64 = lifecycle;
+static KEEP: fn() -> u64 = run;

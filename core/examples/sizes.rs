@@ -1,0 +1,32 @@
+//! RAM of a session, per state and profile: `size_of` of each typed
+//! session and of the state enum, for the device and the default profile.
+//!
+//! `cargo run -p duplex-core --example sizes`
+
+use core::mem::size_of;
+
+use duplex_core::profile::DeviceSession;
+use duplex_core::{AnySession, Closed, Closing, Detached, Open, Session};
+
+type DeviceAny = AnySession<(), (), 4, 2, 4, 2, 16, 2>;
+
+fn main() {
+    println!("| profile | Session<Open> | Session<Detached> | Session<Closing> | Session<Closed> | AnySession |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| device | {} | {} | {} | {} | {} |",
+        size_of::<DeviceSession<Open>>(),
+        size_of::<DeviceSession<Detached>>(),
+        size_of::<DeviceSession<Closing>>(),
+        size_of::<DeviceSession<Closed>>(),
+        size_of::<DeviceAny>(),
+    );
+    println!(
+        "| default | {} | {} | {} | {} | {} |",
+        size_of::<Session<Open>>(),
+        size_of::<Session<Detached>>(),
+        size_of::<Session<Closing>>(),
+        size_of::<Session<Closed>>(),
+        size_of::<AnySession>(),
+    );
+}
