@@ -1,7 +1,8 @@
 //! RAM of a session, per state and profile: `size_of` of each typed
 //! session and of the state enum, for the device and the default profile.
 //!
-//! `cargo run -p duplex-core --example sizes`
+//! `cargo run -p duplex-core --example sizes` (with `--features serde`, the
+//! largest snapshot of each profile too)
 
 use core::mem::size_of;
 
@@ -28,5 +29,11 @@ fn main() {
         size_of::<Session<Closing>>(),
         size_of::<Session<Closed>>(),
         size_of::<AnySession>(),
+    );
+    #[cfg(feature = "serde")]
+    println!(
+        "\nlargest snapshot (SNAPSHOT_MAX): device {} bytes, default {} bytes",
+        DeviceSession::<Open>::SNAPSHOT_MAX,
+        Session::<Open>::SNAPSHOT_MAX,
     );
 }

@@ -128,6 +128,26 @@ impl Cursor {
         }
     }
 
+    /// `(seq, turn_seq, turn, response)`, for snapshots.
+    #[cfg(feature = "serde")]
+    pub(crate) fn parts(&self) -> (u64, u64, u64, u64) {
+        (self.seq, self.turn_seq, self.turn, self.response)
+    }
+
+    /// A cursor from snapshot parts, if they can be one: a turn key exists
+    /// exactly when `turn_seq > 0`, and a turn never has more appends than
+    /// its epoch.
+    #[cfg(feature = "serde")]
+    pub(crate) fn from_parts(seq: u64, turn_seq: u64, turn: u64, response: u64) -> Option<Self> {
+        let keyless = turn_seq == 0 && (turn != 0 || response != 0);
+        (turn_seq <= seq && !keyless).then_some(Cursor {
+            seq,
+            turn_seq,
+            turn,
+            response,
+        })
+    }
+
     /// Records a committed append made at `at` (whose epoch is now current).
     #[inline]
     pub(crate) fn commit(&mut self, appended: Appended, at: Position) {

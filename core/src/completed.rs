@@ -87,6 +87,65 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         self.ops().position(|o| o == op)
     }
 
+    /// The records `(op, position, results, meta byte)`, oldest first, for
+    /// snapshots.
+    #[cfg(feature = "serde")]
+    pub(crate) fn records(&self) -> impl Iterator<Item = (&Id<L>, Position, &[i64], u8)> {
+        (0..usize::from(self.len)).filter_map(|i| {
+            let count = usize::from(*self.counts.get(i)?);
+            Some((
+                self.ops.get(i)?,
+                *self.positions.get(i)?,
+                self.results.get(i)?.get(..count)?,
+                *self.metas.get(i)?,
+            ))
+        })
+    }
+
+    /// A cache from a snapshot's limit and records, if they form one: a
+    /// limit in `1..=D`, at most `limit` records, each op id once, each
+    /// meta byte a mode and known flags, at most `K` results each.
+    #[cfg(feature = "serde")]
+    pub(crate) fn from_records<'a>(
+        limit: u8,
+        records: impl Iterator<Item = (Id<L>, Position, &'a [i64], u8)>,
+    ) -> Result<Self, &'static str> {
+        if limit == 0 || usize::from(limit) > D {
+            return Err("a completed-append limit outside 1..=D");
+        }
+        let mut c = Completed::new(limit);
+        for (op, position, results, meta) in records {
+            if c.len >= limit {
+                return Err("more completed appends than the limit");
+            }
+            if c.find(&op).is_some() {
+                return Err("a completed append appears twice");
+            }
+            let mode = InputMode::ALL.get(usize::from(meta & 0b111)).copied();
+            let Some(mode) = mode.filter(|_| meta & !(0b111 | FINAL | OWN_IDENTITY) == 0) else {
+                return Err("a completed append with an unknown mode or flag");
+            };
+            let finality = Finality::from(meta & FINAL != 0);
+            let fence = crate::fence::Fence {
+                session: op.clone(),
+                incarnation: 0,
+                epoch: position.epoch,
+                turn: position.turn,
+                response: position.response,
+            };
+            c.record(
+                meta & OWN_IDENTITY != 0,
+                &fence,
+                &op,
+                mode,
+                finality,
+                results,
+            )
+            .map_err(|_| "a completed append with more results than the capacity")?;
+        }
+        Ok(c)
+    }
+
     /// `completed`, after the fence was validated.
     #[inline]
     pub(crate) fn lookup(

@@ -86,6 +86,9 @@
 //!
 //! - `defmt`: derives `defmt::Format` on every public type and logs each state
 //!   transition (`state=open=>detached`) through `defmt`.
+//! - `serde`: `Session::snapshot` and `AnySession::restore`, a versioned
+//!   postcard image of a session in a caller's buffer (no allocation), with
+//!   a restore that validates everything before a session exists.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -118,6 +121,8 @@ pub use lease::{Activity, CloseReason, LeaseConfig};
 pub use mode::{InputMode, Modes};
 pub use requests::{RequestIds, RequestState};
 pub use session::any::AnySession;
+#[cfg(feature = "serde")]
+pub use session::snapshot::{max_snapshot_len, SnapshotError, SNAPSHOT_VERSION};
 pub use session::state::{
     Attached, Closed, Closing, Detached, Finalizable, Live, Open, State, StateKind, Unfinished,
 };

@@ -132,6 +132,31 @@ impl Modes {
         self.bits & mode.bit() != 0
     }
 
+    /// The set as bits (bit `i` is `InputMode::ALL[i]`), for persistence.
+    ///
+    /// ```
+    /// # use duplex_core::{InputMode, Modes};
+    /// let m = Modes::only(InputMode::AppendAudioChunk);
+    /// assert_eq!(Modes::from_bits(m.bits()), Some(m));
+    /// ```
+    pub const fn bits(self) -> u8 {
+        self.bits
+    }
+
+    /// The set with these bits, if they name only modes.
+    ///
+    /// ```
+    /// # use duplex_core::Modes;
+    /// assert!(Modes::from_bits(0b100_0000).is_none());
+    /// ```
+    pub const fn from_bits(bits: u8) -> Option<Modes> {
+        if bits >> InputMode::ALL.len() == 0 {
+            Some(Modes { bits })
+        } else {
+            None
+        }
+    }
+
     /// The modes in the set, in [`InputMode::ALL`] order.
     ///
     /// ```

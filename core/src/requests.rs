@@ -242,6 +242,12 @@ pub(crate) struct Row<'a, const L: usize> {
 }
 
 impl<const L: usize> Row<'_, L> {
+    /// The stored state byte, for snapshots.
+    #[cfg(feature = "serde")]
+    pub(crate) fn state_byte(&self) -> u8 {
+        self.state
+    }
+
     pub(crate) fn state(&self) -> RequestState {
         if self.state == RESERVED {
             RequestState::Reserved
@@ -502,6 +508,53 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         let ids = RequestIds::collect(self.resource_ids(Some(at), None));
         self.remove_where(|_, p| p == at);
         ids
+    }
+
+    /// Number of bound stages, for snapshots.
+    #[cfg(feature = "serde")]
+    pub(crate) fn bound(&self) -> u8 {
+        self.bound
+    }
+
+    /// A table from snapshot rows `(stage, request, position, state byte)`
+    /// and the number of bound stages, if they form one: at most `R` rows,
+    /// no `(stage, request)` twice, binding places exactly `1..=bound` with
+    /// `bound <= B`, one binding per stage.
+    #[cfg(feature = "serde")]
+    pub(crate) fn from_rows(
+        rows: impl Iterator<Item = (u32, Id<L>, Position, u8)>,
+        bound: u8,
+    ) -> Result<Self, &'static str> {
+        let mut t = Requests::new();
+        if usize::from(bound) > B {
+            return Err("more bound stages than the binding capacity");
+        }
+        for (stage, request, position, state) in rows {
+            if t.len() >= R {
+                return Err("more resources than the resource capacity");
+            }
+            if t.find(stage, &request).is_some() {
+                return Err("a resource appears twice");
+            }
+            if state > bound.saturating_add(SUBMITTED) {
+                return Err("a binding place beyond the bound stages");
+            }
+            if state > SUBMITTED {
+                let taken = t
+                    .rows()
+                    .any(|r| r.state == state || (r.rank() != 0 && r.stage == stage));
+                if taken {
+                    return Err("two bindings share a place or a stage");
+                }
+            }
+            t.write(t.len(), stage, &request, position, state);
+        }
+        let places = t.rows().filter(|r| r.rank() != 0).count();
+        if places != usize::from(bound) {
+            return Err("the bound stages do not match the binding places");
+        }
+        t.bound = bound;
+        Ok(t)
     }
 
     /// Drops everything.

@@ -17,6 +17,8 @@ pub(crate) mod any;
 mod attached;
 mod closing;
 mod live;
+#[cfg(feature = "serde")]
+pub(crate) mod snapshot;
 pub(crate) mod state;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,475 @@
+//! Snapshots: round trips in every state and after random operations, and
+//! hostile images refused with the specific error.
+
+extern crate std;
+
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+use super::*;
+use crate::append::Finality;
+use crate::lease::Activity;
+use crate::mode::InputMode;
+use crate::requests::RequestState;
+use crate::OpenOptions;
+
+type Any = AnySession;
+const MAX: usize = Session::<Open>::SNAPSHOT_MAX;
+
+fn id(s: &str) -> Id {
+    Id::new(s).unwrap()
+}
+
+/// Everything observable of a session, as text.
+fn facts(s: &Any) -> String {
+    fn of<S: Unfinished>(s: &Session<S>) -> String {
+        let ids =
+            |it: &mut dyn Iterator<Item = &Id>| it.map(Id::as_str).collect::<Vec<_>>().join(",");
+        format!(
+            "{:?} {} seq={} turn_seq={} gen={} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?}",
+            s.kind(),
+            s.fence(),
+            s.input_seq(),
+            s.input_turn_seq(),
+            s.lease_generation(),
+            s.config_generation(),
+            s.last_activity(),
+            s.completed_limit(),
+            s.modes(),
+            ids(&mut s.active_operations()),
+            s.bindings().collect::<Vec<_>>(),
+            s.resources().collect::<Vec<_>>(),
+            ids(&mut s.completed_operations()),
+            s.lease_config(),
+        )
+    }
+    match s {
+        AnySession::Open(s) => of(s),
+        AnySession::Detached(s) => format!("{} since={}", of(s), s.state().since()),
+        AnySession::Closing(s) => format!("{} reason={}", of(s), s.state().reason()),
+        AnySession::Closed(s) => format!("closed {}", s.close_reason()),
+    }
+}
+
+fn round_trip(s: &Any) -> Any {
+    let mut buf = [0u8; MAX];
+    let image = s.snapshot(&mut buf).expect("fits in SNAPSHOT_MAX");
+    Any::restore(image).expect("a snapshot restores")
+}
+
+/// A session with every table in use.
+fn busy() -> (Any, Fence) {
+    let f = Fence::new(id("kitchen"), 3).with_epoch(2).with_turn(1);
+    let opts = OpenOptions::default()
+        .modes(Modes::only(InputMode::AppendAudioChunk))
+        .completed_limit(5);
+    let mut s = Any::from(Session::open(f.clone(), opts, Instant::from_millis(100)).unwrap());
+    s.append(&f, InputMode::AppendAudioChunk).unwrap();
+    s.append(&f, InputMode::AppendAudioChunk).unwrap();
+    s.bind(&f, 0, &id("llm")).unwrap();
+    s.bind(&f, 1, &id("tts")).unwrap();
+    s.reserve(&f, 2, &id("voc")).unwrap();
+    s.begin_operation(&f, &id("gen"), Instant::from_millis(150))
+        .unwrap();
+    for op in ["a", "b", "c"] {
+        s.record_completed(
+            &f,
+            &id(op),
+            InputMode::AppendAudioChunk,
+            Finality::Partial,
+            &[1, -2, 3],
+        )
+        .unwrap();
+    }
+    (s, f)
+}
+
+#[test]
+fn every_state_round_trips_with_every_table() {
+    let (open, f) = busy();
+    assert_eq!(facts(&round_trip(&open)), facts(&open));
+    let detached = open.detach(&f, Instant::from_millis(200)).unwrap();
+    assert_eq!(facts(&round_trip(&detached)), facts(&detached));
+    let closing = detached
+        .begin_close(&f, CloseReason::IdleTtlExpired)
+        .unwrap();
+    let back = round_trip(&closing);
+    assert_eq!(facts(&back), facts(&closing));
+    // The restored closing session releases exactly what the original held.
+    let (_, a) = closing.finalize().unwrap();
+    let (_, b) = back.finalize().unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 3);
+}
+
+#[test]
+fn a_closed_session_has_nothing_to_persist() {
+    let (s, f) = busy();
+    let (closed, _ids) = s.close(&f, CloseReason::ClientClose).unwrap();
+    let mut buf = [0u8; MAX];
+    assert!(matches!(
+        closed.snapshot(&mut buf),
+        Err(SnapshotError::Inconsistent(_))
+    ));
+}
+
+#[test]
+fn a_small_buffer_is_refused_and_snapshot_max_suffices() {
+    let (s, _) = busy();
+    let mut small = [0u8; 8];
+    assert_eq!(
+        s.snapshot(&mut small).unwrap_err(),
+        SnapshotError::BufferTooSmall { needed: MAX }
+    );
+    // The fullest session of the profile fits in SNAPSHOT_MAX.
+    let long = |c: char| core::iter::repeat_n(c, 32).collect::<String>();
+    let f = Fence::new(id(&long('s')), u64::MAX)
+        .with_epoch(u64::MAX)
+        .with_turn(u64::MAX)
+        .with_response(u64::MAX);
+    let lease = LeaseConfig::new(
+        Some(Duration::from_millis(u64::MAX)),
+        Duration::from_millis(u64::MAX),
+    )
+    .unwrap();
+    let opts = OpenOptions::default().lease(lease).modes(
+        Modes::EMPTY
+            .with(InputMode::AppendTokens)
+            .with(InputMode::TurnCommitOnly),
+    );
+    let mut s = Any::from(Session::open(f.clone(), opts, Instant::from_millis(u64::MAX)).unwrap());
+    for i in 0..4u8 {
+        let name = format!("{}{i}", &long('o')[..31]);
+        s.begin_operation(&f, &id(&name), Instant::from_millis(u64::MAX))
+            .unwrap();
+    }
+    for i in 0..8u32 {
+        let name = format!("{}{i}", &long('r')[..31]);
+        s.reserve(&f, u32::MAX - i, &id(&name)).unwrap();
+    }
+    for i in 0..8u8 {
+        let name = format!("{}{i}", &long('c')[..31]);
+        s.record_completed(
+            &f,
+            &id(&name),
+            InputMode::TurnCommitOnly,
+            Finality::Final,
+            &[i64::MIN; 4],
+        )
+        .unwrap();
+    }
+    let mut buf = [0u8; MAX];
+    let len = s.snapshot(&mut buf).unwrap().len();
+    assert!(len <= MAX, "{len} > {MAX}");
+    assert_eq!(facts(&Any::restore(&buf[..len]).unwrap()), facts(&s));
+}
+
+/// xorshift64*, deterministic per seed.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// One random operation; its outcome as text.
+fn step(s: Any, rng: &mut Rng, base: &Fence) -> (Any, String) {
+    let mut f = s.fence().clone();
+    match rng.below(4) {
+        0 => f.epoch += rng.below(2),
+        1 => f.turn += rng.below(2),
+        2 => f.incarnation = base.incarnation + rng.below(2),
+        _ => {}
+    }
+    let now = Instant::from_millis(1_000 + rng.below(100_000));
+    let op = id(["a", "b", "c"][rng.below(3) as usize]);
+    let mode = InputMode::ALL[rng.below(3) as usize];
+    let mut s = s;
+    let out = match rng.below(16) {
+        0 => format!("{:?}", s.touch(&f, Activity::Heartbeat, now)),
+        1 => format!("{:?}", s.begin_operation(&f, &op, now)),
+        2 => format!("{:?}", s.end_operation(&f, &op, now)),
+        3 | 4 => format!("{:?}", s.append(&f, mode)),
+        5 => format!(
+            "{:?}",
+            s.record_completed(
+                &f,
+                &op,
+                mode,
+                Finality::from(rng.below(2) == 0),
+                &[i64::try_from(rng.below(9)).unwrap()]
+            )
+        ),
+        6 => format!("{:?}", s.completed(&f, &op, mode, Finality::Partial)),
+        7 => format!("{:?}", s.bind(&f, rng.below(5) as u32, &op)),
+        8 => format!("{:?}", s.reserve(&f, rng.below(5) as u32, &op)),
+        9 => format!("{:?}", s.cancel(&f, &f.clone().with_epoch(f.epoch + 1))),
+        10 => format!("{:?}", s.release_fence(&f)),
+        11 => {
+            return match s.detach(&f, now) {
+                Ok(d) => (d, String::from("detached")),
+                Err(r) => (r.session, format!("{:?}", r.error)),
+            }
+        }
+        12 => {
+            return match s.resume(&f, rng.below(3), now) {
+                Ok((o, g)) => (o, format!("resumed {g}")),
+                Err(r) => (r.session, format!("{:?}", r.error)),
+            }
+        }
+        13 => {
+            return match s.begin_close(&f, CloseReason::ClientClose) {
+                Ok(c) => (c, String::from("closing")),
+                Err(r) => (r.session, format!("{:?}", r.error)),
+            }
+        }
+        14 => {
+            return match s.expire(now) {
+                Ok((c, why)) => (c, format!("expired {why}")),
+                Err(same) => (same, String::from("not due")),
+            }
+        }
+        _ => format!("{:?}", s.accept_fence(&f)),
+    };
+    (s, out)
+}
+
+#[test]
+fn random_operations_behave_the_same_on_a_restored_session() {
+    for seed in 1..=200u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let base = Fence::new(id("s"), 7);
+        let lease = LeaseConfig::new(
+            Some(Duration::from_millis(30_000)),
+            Duration::from_millis(5_000),
+        )
+        .unwrap();
+        let opts = OpenOptions::default()
+            .lease(lease)
+            .modes(
+                Modes::EMPTY
+                    .with(InputMode::AppendTokens)
+                    .with(InputMode::AppendAudioChunk),
+            )
+            .completed_limit(3);
+        let mut original = Any::from(
+            Session::open(base.clone(), opts.clone(), Instant::from_millis(1_000)).unwrap(),
+        );
+        let mut restored =
+            Any::from(Session::open(base.clone(), opts, Instant::from_millis(1_000)).unwrap());
+        for n in 0..60 {
+            if original.kind() == crate::StateKind::Closed {
+                break;
+            }
+            // Snapshot + restore at random points; the copy must be equal.
+            if rng.below(3) == 0 {
+                restored = round_trip(&original);
+                assert_eq!(facts(&restored), facts(&original), "seed {seed} step {n}");
+            }
+            let state = rng.0;
+            let (a, out_a) = step(original, &mut rng, &base);
+            rng.0 = state;
+            let (b, out_b) = step(restored, &mut rng, &base);
+            assert_eq!(out_a, out_b, "seed {seed} step {n}");
+            assert_eq!(facts(&a), facts(&b), "seed {seed} step {n}");
+            (original, restored) = (a, b);
+        }
+    }
+}
+
+#[test]
+fn every_truncation_is_refused_without_a_panic() {
+    let (s, _) = busy();
+    let mut buf = [0u8; MAX];
+    let image = s.snapshot(&mut buf).unwrap();
+    for len in 0..image.len() {
+        assert!(
+            Any::restore(&image[..len]).is_err(),
+            "a {len}-byte prefix restored"
+        );
+    }
+}
+
+/// A valid image of `busy()`'s session, as fields to break one at a time.
+fn encode(image: &Image<'_, (), (), 8, 8, 4, 4>) -> Vec<u8> {
+    let mut buf = [0u8; MAX];
+    postcard::to_slice(image, &mut buf).unwrap().to_vec()
+}
+
+fn decode(bytes: &[u8]) -> Image<'_, (), (), 8, 8, 4, 4> {
+    postcard::from_bytes(bytes).unwrap()
+}
+
+#[track_caller]
+fn refused(bytes: &[u8]) -> SnapshotError {
+    Any::restore(bytes).expect_err("a hostile image was restored")
+}
+
+#[test]
+fn hostile_images_are_refused_with_the_specific_error() {
+    let (s, _) = busy();
+    let mut buf = [0u8; MAX];
+    let good = s.snapshot(&mut buf).unwrap().to_vec();
+    assert!(Any::restore(&good).is_ok());
+
+    let mut img = decode(&good);
+    img.version = 2;
+    assert_eq!(
+        refused(&encode(&img)),
+        SnapshotError::Version {
+            found: 2,
+            expected: 1
+        }
+    );
+
+    let mut img = decode(&good);
+    img.profile[4] = 16;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Profile { .. }
+    ));
+
+    // A table longer than its capacity: nine resources for a table of eight.
+    let mut wide: Image<'_, (), (), 9, 8, 4, 4> = postcard::from_bytes(&good).unwrap();
+    let names = ["r3", "r4", "r5", "r6", "r7", "r8"];
+    for name in names {
+        wide.resources
+            .push(ResourceImage {
+                stage: 9,
+                request: name,
+                position: PositionImage {
+                    epoch: 0,
+                    turn: 0,
+                    response: 0,
+                },
+                state: 0,
+            })
+            .ok()
+            .unwrap();
+    }
+    let mut over = [0u8; 2 * MAX];
+    let over = postcard::to_slice(&wide, &mut over).unwrap();
+    assert_eq!(refused(over), SnapshotError::Malformed);
+
+    let mut img = decode(&good);
+    img.session = "";
+    assert_eq!(
+        refused(&encode(&img)),
+        SnapshotError::Invalid(Error::InvalidId { len: 0, max: 32 })
+    );
+
+    let long = "x".repeat(33);
+    let mut img = decode(&good);
+    img.resources[0].request = &long;
+    assert_eq!(
+        refused(&encode(&img)),
+        SnapshotError::Invalid(Error::InvalidId { len: 33, max: 32 })
+    );
+
+    // Bytes that are not UTF-8 in an id.
+    let mut bad = good.clone();
+    let at = bad.windows(7).position(|w| w == b"kitchen").unwrap();
+    bad[at] = 0xFF;
+    assert_eq!(refused(&bad), SnapshotError::Malformed);
+
+    let mut img = decode(&good);
+    img.grace_ms = 0;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Invalid(Error::InvalidConfig { .. })
+    ));
+
+    // Two bindings on one stage.
+    let mut img = decode(&good);
+    img.resources[1].stage = img.resources[0].stage;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // A binding place beyond the bound stages, and a count that disagrees.
+    let mut img = decode(&good);
+    img.bound = 1;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // The same resource twice.
+    let mut img = decode(&good);
+    img.resources[2].stage = img.resources[0].stage;
+    img.resources[2].request = img.resources[0].request;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // A cursor that cannot arise: more appends in the turn than in the epoch.
+    let mut img = decode(&good);
+    img.cursor[1] = img.cursor[0] + 1;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // More completed appends than the limit; the same operation twice.
+    let mut img = decode(&good);
+    img.completed_limit = 2;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+    let mut img = decode(&good);
+    img.completed[1].op = img.completed[0].op;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // Unknown modes, an unknown meta flag.
+    let mut img = decode(&good);
+    img.modes = 0xFF;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+    let mut img = decode(&good);
+    img.completed[0].meta |= 0x80;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // Closing with an operation still active; closing with generation 0.
+    let mut img = decode(&good);
+    img.state = StateImage::Closing { reason: 0 };
+    img.generation = 1;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+    let mut img = decode(&good);
+    img.state = StateImage::Closing { reason: 0 };
+    img.active.clear();
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+    // An unknown close reason.
+    let mut img = decode(&good);
+    img.state = StateImage::Closing { reason: 9 };
+    img.active.clear();
+    img.generation = 1;
+    assert!(matches!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent(_)
+    ));
+
+    // And the unchanged image still restores (the edits were to copies).
+    let _ = RequestState::Reserved;
+    assert!(Any::restore(&good).is_ok());
+}
