@@ -346,10 +346,61 @@ fn fallback_id() -> Id {
     }
 }
 
+/// Snapshot every state to a buffer, then restore from the input itself
+/// (arbitrary bytes) and from the real image.
+fn snapshot_ops(inp: &mut Input<'_>) -> u64 {
+    let mut buf = [0u8; Session::<duplex_core::Open>::SNAPSHOT_MAX];
+    let mut acc = 0u64;
+    let restored = AnySession::restore(inp.bytes);
+    acc ^= restored.map_or_else(|e| e.to_string_len(), |s| s.kind() as u64);
+    let Ok(id) = Id::new(inp.text()) else {
+        return acc;
+    };
+    let f = Fence::new(id, inp.u64());
+    let Ok(s) = Session::open(f.clone(), OpenOptions::default(), inp.now()) else {
+        return acc;
+    };
+    let mut any = AnySession::from(s);
+    for _ in 0..3 {
+        let written = any.snapshot(&mut buf).map(|image| image.len());
+        if let Ok(len) = written {
+            if let Some(image) = buf.get(..len) {
+                acc ^= AnySession::restore(image).map_or(1, |s| s.lease_generation());
+            }
+        }
+        any = match inp.u64() % 3 {
+            0 => any.detach(&f, inp.now()).unwrap_or_else(|r| r.session),
+            1 => any
+                .begin_close(&f, inp.reason())
+                .unwrap_or_else(|r| r.session),
+            _ => any
+                .resume(&f, 0, inp.now())
+                .map_or_else(|r| r.session, |(s, _)| s),
+        };
+    }
+    acc
+}
+
+/// The length of an error's kind name (keeps the error alive without
+/// formatting it).
+trait KindLen {
+    fn to_string_len(&self) -> u64;
+}
+
+impl KindLen for duplex_core::SnapshotError {
+    fn to_string_len(&self) -> u64 {
+        match self {
+            duplex_core::SnapshotError::Inconsistent(why) => why.len() as u64,
+            duplex_core::SnapshotError::Invalid(e) => e.kind().as_str().len() as u64,
+            _ => 1,
+        }
+    }
+}
+
 /// Everything, on `bytes`.
 fn exercise(bytes: &[u8]) -> u64 {
     let mut inp = Input { bytes, at: 0 };
-    let mut acc = value_ops(&mut inp) ^ any_ops(&mut inp);
+    let mut acc = value_ops(&mut inp) ^ any_ops(&mut inp) ^ snapshot_ops(&mut inp);
     if let Ok(id) = Id::new(inp.text()) {
         let opts = OpenOptions::default()
             .modes(Modes::only(inp.mode()))
