@@ -20,6 +20,8 @@ pub enum FenceRule {
     NotAdvancing,
     /// `cancel`: the cancelled fence is ahead of the session's current one.
     Ahead,
+    /// `migrate`: the new owner's incarnation does not exceed the session's.
+    Migration,
 }
 
 impl fmt::Display for FenceRule {
@@ -29,6 +31,7 @@ impl fmt::Display for FenceRule {
             FenceRule::Stale => "stale",
             FenceRule::NotAdvancing => "next epoch must exceed the cancelled epoch",
             FenceRule::Ahead => "cancelled fence is ahead of the session",
+            FenceRule::Migration => "a migration must move to a higher incarnation",
         })
     }
 }

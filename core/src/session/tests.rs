@@ -435,3 +435,64 @@ mod closing {
         assert_eq!(closed.fence(), &fence());
     }
 }
+
+mod migrate {
+    use super::*;
+
+    #[test]
+    fn a_detached_session_moves_with_its_facts_and_a_fresh_grace() {
+        let mut s = session_detached();
+        s.bind(&fence(), 0, &id("llm")).unwrap();
+        let mut any = AnySession::from(s);
+        let new = any.migrate(2, at(50_000)).unwrap().clone();
+        assert_eq!(new, Fence::new(id("s"), 2));
+        let d = any.as_detached().unwrap();
+        // Times are the new owner's: the grace counts from the migration.
+        assert_eq!(d.state().since(), at(50_000));
+        assert_eq!(d.deadline(), Some(at(52_000)));
+        assert_eq!(ids(d.resource_request_ids(None, None)), ["llm"]);
+        // The old owner's fence is now another identity; the new one resumes.
+        let refused = any.resume(&fence(), 0, at(50_001)).unwrap_err();
+        assert!(matches!(
+            refused.error,
+            Error::FenceMismatch {
+                rule: FenceRule::Identity,
+                ..
+            }
+        ));
+        let (any, generation) = refused.session.resume(&new, 0, at(50_001)).unwrap();
+        assert_eq!((any.kind(), generation), (StateKind::Open, 1));
+    }
+
+    #[test]
+    fn a_refused_migration_changes_nothing() {
+        let mut any = AnySession::from(session_open());
+        let err = any.migrate(1, at(9)).unwrap_err();
+        assert_eq!(
+            err,
+            Error::FenceMismatch {
+                rule: FenceRule::Migration,
+                expected: fence().stamp(),
+                actual: fence().stamp(),
+            }
+        );
+        assert_eq!(any.fence(), &fence());
+        assert_eq!(any.as_open().unwrap().last_activity(), at(0));
+    }
+
+    #[test]
+    fn closing_migrates_and_closed_is_refused() {
+        let mut any = AnySession::from(session_closing());
+        assert_eq!(any.migrate(5, at(1)).unwrap().incarnation, 5);
+        let AnySession::Closing(s) = any else {
+            panic!("still closing")
+        };
+        let (closed, released) = s.finalize();
+        assert_eq!(released.len(), 2);
+        let mut any = AnySession::from(closed);
+        assert_eq!(
+            any.migrate(6, at(2)).unwrap_err().kind(),
+            ErrorKind::WrongState
+        );
+    }
+}

@@ -280,6 +280,9 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
         acc ^= any.due(inp.now()).map_or(9, |r| r as u64)
             ^ (any.kind() as u64)
             ^ any.lease_generation();
+        acc ^= any
+            .migrate(inp.u64(), inp.now())
+            .map_or(10, |f| f.incarnation);
         any = match inp.u64() % 6 {
             0 => any.detach(&f, inp.now()).unwrap_or_else(|r| r.session),
             1 => any

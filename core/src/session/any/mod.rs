@@ -11,13 +11,14 @@ mod dynamic;
 
 use super::state::{Closed, Closing, Detached, Open, StateKind};
 use super::Session;
-use crate::error::{Error, Rejected};
-use crate::fence::Fence;
+use crate::error::{Error, FenceRule, Rejected};
+use crate::fence::{Fence, Stamp};
 use crate::id::Id;
 use crate::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
 use crate::requests::RequestIds;
+use crate::time::Instant;
 
 /// A session in any of the four states (the rp-hal `DynPin` pattern).
 ///
@@ -149,6 +150,71 @@ impl<
     /// ```
     pub fn lease_generation(&self) -> u64 {
         each!(self, s => s.lease_generation())
+    }
+
+    /// Hands the session to a new owner (another host's manager, or the
+    /// same device after a reboot): the fence takes `incarnation`, which
+    /// must exceed the current one, so every message still addressed to
+    /// the previous owner is refused as [`FenceRule::Identity`] from now on
+    /// (the fence is the fencing token). The lease's times restart at
+    /// `now`, the new owner's clock (an instant of another clock means
+    /// nothing here): the idle TTL counts from `now`, and a detached
+    /// session's disconnect grace too. Everything else is kept: epoch,
+    /// turn, response, append sequence, completed appends, owned requests,
+    /// lease generation and state.
+    ///
+    /// Returns the new fence.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FenceMismatch`] with [`FenceRule::Migration`] if
+    /// `incarnation` does not exceed the current one, [`Error::WrongState`]
+    /// for a closed session. Nothing changes on error.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let old = Fence::new(Id::new("s")?, 3);
+    /// let mut s = AnySession::from(Session::open(old.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&old, 0, &Id::new("tts")?)?;
+    /// let new = s.migrate(4, Instant::from_millis(7))?.clone();
+    /// assert_eq!(new.incarnation, 4);
+    /// assert_eq!(s.as_open().map(|o| o.last_activity()), Some(Instant::from_millis(7)));
+    /// // The previous owner's messages are refused; the requests moved along.
+    /// assert_eq!(s.append(&old, InputMode::TurnCommitOnly).unwrap_err().kind(), ErrorKind::FenceMismatch);
+    /// assert!(s.resource_request_ids(None, None)?.contains("tts"));
+    /// // An incarnation that does not move forward is refused.
+    /// assert!(matches!(s.migrate(4, Instant::ZERO), Err(Error::FenceMismatch { rule: FenceRule::Migration, .. })));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn migrate(&mut self, incarnation: u64, now: Instant) -> Result<&Fence<L>, Error> {
+        let current = self.fence().stamp();
+        if let AnySession::Closed(_) = self {
+            return Err(Error::WrongState {
+                operation: "migrate",
+                state: StateKind::Closed,
+            });
+        }
+        if incarnation <= current.incarnation {
+            return Err(Error::FenceMismatch {
+                rule: FenceRule::Migration,
+                expected: current,
+                actual: Stamp {
+                    incarnation,
+                    ..current
+                },
+            });
+        }
+        match self {
+            AnySession::Open(s) => s.lease.last_activity = now,
+            AnySession::Detached(s) => {
+                s.lease.last_activity = now;
+                s.state = Detached::new(now);
+            }
+            AnySession::Closing(_) | AnySession::Closed(_) => {}
+        }
+        let fence = each!(self, s => &mut s.fence);
+        fence.incarnation = incarnation;
+        Ok(fence)
     }
 
     /// Replaces `ids` with every request id the session holds (unique, in

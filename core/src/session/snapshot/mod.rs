@@ -455,6 +455,19 @@ impl<
         }
         let requests = Requests::<R, B, L>::from_rows(rows.into_iter(), image.bound)
             .map_err(SnapshotError::Inconsistent)?;
+        // `bind` accepts its fence, and the fence never moves backwards, so
+        // a binding is never ahead of the session: one that is was bound
+        // under a fence this session never held (another session's).
+        let at = fence.position();
+        let ahead = |p: Position| {
+            p.epoch > at.epoch
+                || (p.epoch == at.epoch && (p.turn > at.turn || p.response > at.response))
+        };
+        if requests.bindings().any(|b| ahead(b.position)) {
+            return Err(SnapshotError::Inconsistent(
+                "a binding ahead of the session's fence, bound under a fence this session never held",
+            ));
+        }
         let mut records = heapless::Vec::<_, D>::new();
         for r in &image.completed {
             let _ = records.push((

@@ -386,88 +386,110 @@ fn hostile_images_are_refused_with_the_specific_error() {
     // Two bindings on one stage.
     let mut img = decode(&good);
     img.resources[1].stage = img.resources[0].stage;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("two bindings share a place or a stage")
+    );
 
     // A binding place beyond the bound stages, and a count that disagrees.
     let mut img = decode(&good);
     img.bound = 1;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("a binding place beyond the bound stages")
+    );
 
     // The same resource twice.
     let mut img = decode(&good);
     img.resources[2].stage = img.resources[0].stage;
     img.resources[2].request = img.resources[0].request;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("a resource appears twice")
+    );
 
     // A cursor that cannot arise: more appends in the turn than in the epoch.
     let mut img = decode(&good);
     img.cursor[1] = img.cursor[0] + 1;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("an append cursor that cannot arise")
+    );
 
     // More completed appends than the limit; the same operation twice.
     let mut img = decode(&good);
     img.completed_limit = 2;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("more completed appends than the limit")
+    );
     let mut img = decode(&good);
     img.completed[1].op = img.completed[0].op;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("a completed append appears twice")
+    );
 
     // Unknown modes, an unknown meta flag.
     let mut img = decode(&good);
     img.modes = 0xFF;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("unknown input modes")
+    );
     let mut img = decode(&good);
     img.completed[0].meta |= 0x80;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("a completed append with an unknown mode or flag")
+    );
 
     // Closing with an operation still active; closing with generation 0.
     let mut img = decode(&good);
     img.state = StateImage::Closing { reason: 0 };
     img.generation = 1;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent(
+            "a closing session with active operations or a generation that closing never reached"
+        )
+    );
     let mut img = decode(&good);
     img.state = StateImage::Closing { reason: 0 };
     img.active.clear();
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent(
+            "a closing session with active operations or a generation that closing never reached"
+        )
+    );
     // An unknown close reason.
     let mut img = decode(&good);
     img.state = StateImage::Closing { reason: 9 };
     img.active.clear();
     img.generation = 1;
-    assert!(matches!(
+    assert_eq!(
         refused(&encode(&img)),
-        SnapshotError::Inconsistent(_)
-    ));
+        SnapshotError::Inconsistent("an unknown close reason")
+    );
+
+    // A binding whose fence this session never held: bound in a later
+    // epoch, or later in the same epoch, than the session has reached.
+    for (epoch, turn, response) in [(1, 0, 0), (0, 1, 0), (0, 0, 1)] {
+        let mut img = decode(&good);
+        let bound = img.resources.iter_mut().find(|r| r.state > 1).unwrap();
+        bound.position = PositionImage {
+            epoch: img.epoch + epoch,
+            turn: img.turn + turn,
+            response: img.response + response,
+        };
+        assert_eq!(
+            refused(&encode(&img)),
+            SnapshotError::Inconsistent(
+                "a binding ahead of the session's fence, bound under a fence this session never held"
+            )
+        );
+    }
 
     // And the unchanged image still restores (the edits were to copies).
     let _ = RequestState::Reserved;
