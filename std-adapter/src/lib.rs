@@ -27,6 +27,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A session moves between managers (another host, a restart) with
+//! [`SessionManager::export`] and [`SessionManager::import`], or their
+//! [`SharedManager`] counterparts; the import takes a new incarnation, so
+//! the old owner's messages are refused.
+//!
 //! For multi-threaded hosts, [`SharedManager`] shards the sessions over
 //! many managers behind their own locks, with exact global admission,
 //! cancellation-safe [`AdmissionPermit`]s and reaper drivers (a thread, or a
@@ -38,6 +43,8 @@
 //!   `SharedManager::reap`, the reaper as an async task.
 //! - `metrics`: counters and gauges through the `metrics` facade (see
 //!   [`metrics`] for the names).
+//! - `serde`: the core's `AnySession::snapshot` and `restore`, to carry an
+//!   exported session between processes as bytes.
 //!
 //! The load-and-fault simulator that drives this manager is its own crate,
 //! `duplex-sim`, so hosts that depend on `duplex-std` compile none of its
@@ -57,6 +64,6 @@ pub use clock::MonotonicClock;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use error::Error;
-pub use manager::{Expiry, ManagerConfig, Released, SessionManager};
+pub use manager::{Expiry, ManagerConfig, NotImported, Released, SessionManager};
 pub use shared::{AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager};
 pub use snapshot::Snapshot;

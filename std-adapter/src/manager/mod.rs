@@ -10,6 +10,7 @@
 // it goes straight back into its slot, so boxing it would only allocate.
 #![allow(clippy::result_large_err)]
 
+mod migrate;
 mod operations;
 mod reaper;
 mod table;
@@ -29,6 +30,7 @@ use crate::snapshot::Snapshot;
 use table::Table;
 use timers::Timers;
 
+pub use migrate::NotImported;
 pub use reaper::{Expiry, Released};
 
 /// Manager-wide settings.

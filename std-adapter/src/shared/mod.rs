@@ -9,6 +9,7 @@
 //! compare-and-swap before a session is inserted, so `max_sessions` is never
 //! exceeded under any interleaving, and a refused open changes nothing.
 
+mod migrate;
 mod operations;
 mod permit;
 mod reaper;

@@ -1,0 +1,162 @@
+//! Migration between managers (between hosts, or across a restart): a
+//! session leaves one manager with everything it owns and enters another
+//! under a new incarnation, so messages still addressed to the old owner
+//! are refused there (the fence is the fencing token).
+
+use std::convert::Infallible;
+
+use duplex_core::profile::conformance::ID_LEN;
+use duplex_core::{AnySession, Clock, Fence};
+
+use super::{id, SessionManager};
+use crate::error::Error;
+use crate::metrics;
+
+/// A session [`import`](SessionManager::import) refused, handed back
+/// unchanged: it still owns its requests, so it must be imported elsewhere
+/// or closed, never dropped.
+///
+/// # Examples
+///
+/// See [`SessionManager::import`].
+#[derive(Debug, thiserror::Error)]
+#[error("session not imported: {error}")]
+#[must_use = "the refused session still owns its requests: import it elsewhere or close it"]
+pub struct NotImported<T, const L: usize = { ID_LEN }> {
+    /// Why the import was refused.
+    #[source]
+    pub error: Error<L>,
+    /// The session, exactly as it was offered.
+    pub session: T,
+}
+
+impl<
+        C: Clock,
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > SessionManager<C, SC, RC, R, B, D, A, L, K>
+{
+    /// Takes a session out of this manager, in whatever state it is, for
+    /// another manager to [`import`](Self::import): nothing is released,
+    /// its requests travel with it. To move it between processes, write it
+    /// with `AnySession::snapshot` (core feature `serde`, which this
+    /// crate's feature `serde` enables) and read it back with
+    /// `AnySession::restore`.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_id`, `unknown_session` (nothing changes).
+    ///
+    /// See [`import`](Self::import) for an example.
+    #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
+    pub fn export(
+        &mut self,
+        session: impl AsRef<str>,
+    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K>, Error<L>> {
+        let session = id(session.as_ref())?;
+        let hash = self.table.hash(&session);
+        let unknown = || Error::UnknownSession {
+            session: session.clone(),
+        };
+        let slot = self.table.find_hashed(hash, &session).ok_or_else(unknown)?;
+        let out = self
+            .table
+            .entry(slot)
+            .and_then(Option::take)
+            .ok_or_else(unknown)?;
+        tracing::debug!(%session, state = %out.kind(), "export");
+        metrics::left(out.kind());
+        self.table.remove(slot, hash);
+        self.timers.remove(slot);
+        Ok(out)
+    }
+
+    /// Admits a session exported by another manager (or restored from an
+    /// image) under `incarnation`, which must exceed the session's: from
+    /// now on only the returned fence is accepted, and messages carrying
+    /// the old incarnation are refused as `fence_mismatch`. The lease
+    /// restarts on this manager's clock (see [`AnySession::migrate`]);
+    /// epoch, append sequence, completed appends, owned requests and
+    /// lease generation are kept.
+    ///
+    /// # Errors
+    ///
+    /// The unchanged session with `session_exists`, `capacity_exhausted`,
+    /// `fence_mismatch` (an incarnation that does not move forward) or
+    /// `wrong_state` (a closed session has nothing to own). Nothing
+    /// changes in either manager.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut old_host = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let mut new_host = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("call-7")?, 1);
+    /// old_host.open(f.clone(), OpenOptions::default())?;
+    /// old_host.bind(&f, 0, "tts-1")?;
+    ///
+    /// let session = old_host.export("call-7")?;
+    /// let moved = new_host.import(session, 2)?;
+    /// assert_eq!(moved.incarnation, 2);
+    /// assert!(old_host.is_empty());
+    /// // A late message for the old owner is refused; the request moved along.
+    /// assert_eq!(new_host.append(&f, InputMode::TurnCommitOnly).unwrap_err().kind(), ErrorKind::FenceMismatch);
+    /// assert_eq!(new_host.append(&moved, InputMode::TurnCommitOnly)?.seq, 1);
+    /// assert_eq!(new_host.snapshot(&moved.session).unwrap().bindings, [(0, Id::new("tts-1")?)]);
+    ///
+    /// // Importing it again is refused, and the session comes back.
+    /// let twin = new_host.export("call-7")?;
+    /// new_host.open(moved.clone(), OpenOptions::default())?;
+    /// let refused = new_host.import(twin, 3).unwrap_err();
+    /// assert_eq!(refused.error.kind(), ErrorKind::SessionExists);
+    /// assert_eq!(refused.session.fence(), &moved);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn import(
+        &mut self,
+        mut session: AnySession<SC, RC, R, B, D, A, L, K>,
+        incarnation: u64,
+    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K>, L>> {
+        let hash = self.table.hash(session.id());
+        if self.table.find_hashed(hash, session.id()).is_some() {
+            let error = Error::SessionExists {
+                session: session.id().clone(),
+            };
+            return Err(NotImported { error, session });
+        }
+        if let Some(limit) = self.max_sessions {
+            if self.table.len() >= limit {
+                metrics::admission_refused();
+                let error = Error::CapacityExhausted { limit };
+                return Err(NotImported { error, session });
+            }
+        }
+        let fence = match session.migrate(incarnation, self.clock.now()) {
+            Ok(fence) => fence.clone(),
+            Err(e) => {
+                return Err(NotImported {
+                    error: e.into(),
+                    session,
+                })
+            }
+        };
+        tracing::debug!(session = %fence.session, incarnation, "import");
+        let kind = session.kind();
+        let Ok((slot, grew)) = self.table.insert(hash, |entry| {
+            *entry = Some(session);
+            Ok::<(), Infallible>(())
+        });
+        if grew {
+            self.timers.grow_to(self.table.slot_bound());
+        }
+        metrics::entered(kind);
+        self.reschedule(slot);
+        Ok(fence)
+    }
+}

@@ -1,0 +1,100 @@
+//! Migration for [`SharedManager`]: export and import lock the session's
+//! shard and keep the global admission count exact.
+
+use std::sync::atomic::Ordering;
+
+use duplex_core::{AnySession, Clock, Fence, Id};
+
+use super::{lock, SharedManager};
+use crate::error::Error;
+use crate::manager::NotImported;
+
+impl<
+        C: Clock,
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > SharedManager<C, SC, RC, R, B, D, A, L, K>
+{
+    /// Takes a session out, with its requests, and frees its admission
+    /// slot. See [`SessionManager::export`](crate::SessionManager::export).
+    ///
+    /// # Errors
+    ///
+    /// As [`SessionManager::export`](crate::SessionManager::export).
+    ///
+    /// See [`import`](Self::import).
+    #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
+    pub fn export(
+        &self,
+        session: impl AsRef<str>,
+    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K>, Error<L>> {
+        let session = Id::<L>::new(session.as_ref())?;
+        let out = lock(self.shard(&session)).export(&session)?;
+        self.left(1);
+        Ok(out)
+    }
+
+    /// Admits a migrated session under a new `incarnation`, taking an
+    /// admission slot. See [`SessionManager::import`](crate::SessionManager::import).
+    ///
+    /// # Errors
+    ///
+    /// As [`SessionManager::import`](crate::SessionManager::import): the
+    /// unchanged session comes back, and no slot is taken.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let config = ManagerConfig { max_sessions: Some(1), ..ManagerConfig::default() };
+    /// let (a, b) = (SharedManager::new(ManualClock::default(), config.clone())?, SharedManager::new(ManualClock::default(), config)?);
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// a.open(f.clone(), OpenOptions::default())?;
+    /// b.open(Fence::new(Id::new("other")?, 0), OpenOptions::default())?;
+    ///
+    /// let session = a.export("s")?;
+    /// assert_eq!(a.reserved(), 0);
+    /// // `b` is full: the session comes back untouched, and goes home.
+    /// let refused = b.import(session, 1).unwrap_err();
+    /// assert_eq!(refused.error.kind(), ErrorKind::CapacityExhausted);
+    /// let moved = a.import(refused.session, 1)?;
+    /// assert_eq!((moved.incarnation, a.len(), a.reserved()), (1, 1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    // A refused session comes back by value, owning its requests; boxing
+    // it would allocate on every refusal.
+    #[allow(clippy::result_large_err)]
+    pub fn import(
+        &self,
+        session: AnySession<SC, RC, R, B, D, A, L, K>,
+        incarnation: u64,
+    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K>, L>> {
+        let mut shard = lock(self.shard(session.id()));
+        // `session_exists` before `capacity_exhausted`, as for `open`.
+        if shard.get(session.id()).is_some() {
+            let error = Error::SessionExists {
+                session: session.id().clone(),
+            };
+            return Err(NotImported { error, session });
+        }
+        if let Err(error) = self.reserve_slot() {
+            return Err(NotImported { error, session });
+        }
+        match shard.import(session, incarnation) {
+            Ok(fence) => {
+                self.sessions.fetch_add(1, Ordering::AcqRel);
+                self.deadline_may_be_earlier(&shard, &fence.session);
+                Ok(fence)
+            }
+            Err(refused) => {
+                self.unreserve(1);
+                Err(refused)
+            }
+        }
+    }
+}
