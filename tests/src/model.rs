@@ -186,6 +186,13 @@ pub enum Op {
     FinalizeClosed {
         sessions: Vec<usize>,
     },
+    /// Export the session, carry it as its snapshot image, and import it
+    /// back under its incarnation + 1 + `skip % 3` (a restart, or a move
+    /// to another host and back).
+    Migrate {
+        s: usize,
+        skip: u8,
+    },
 }
 
 type Manager<'c> = SessionManager<&'c ManualClock, u8, u8>;
@@ -408,6 +415,29 @@ impl Harness<'_> {
                     report(&r.session, &r.ids);
                 }
             }
+            Op::Migrate { s, skip } => {
+                let incarnation = self
+                    .m
+                    .get(&session(s))
+                    .and_then(|x| x.fence().incarnation.checked_add(1 + u64::from(skip % 3)));
+                // At the top incarnation there is none to move to: the
+                // export alone is refused (unknown session) when absent.
+                let Some(incarnation) = incarnation else {
+                    self.m.export(session(s))?;
+                    return Ok(released);
+                };
+                let exported = self.m.export(session(s))?;
+                let mut buf = [0u8; duplex_core::Session::<duplex_core::Open>::SNAPSHOT_MAX];
+                let image = exported
+                    .snapshot(&mut buf)
+                    .expect("an exported session has an image");
+                let restored = duplex_core::AnySession::<u8, u8>::restore_with_capacities(image)
+                    .expect("an image restores");
+                if let Err(refused) = self.m.import(restored, incarnation) {
+                    panic!("the slot it left refused it back: {}", refused.error);
+                }
+                self.incarnations[s % 3] = incarnation;
+            }
         }
         Ok(released)
     }
@@ -502,6 +532,19 @@ fn check_step(
             &gone == reported,
             "after {op:?}: released {gone:?}, but reported {reported:?}"
         );
+    }
+    if let Op::Migrate { s, .. } = op {
+        let name = session(*s).to_string();
+        if let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) {
+            let mut moved = b.clone();
+            moved.fence.incarnation = a.fence.incarnation;
+            moved.last_activity = a.last_activity;
+            moved.detached_at = b.detached_at.map(|_| a.last_activity);
+            ensure!(
+                a.fence.incarnation > b.fence.incarnation && *a == moved,
+                "{name}: migration changed more than the incarnation and the lease clock: {b:?} -> {a:?}"
+            );
+        }
     }
     if matches!(op, Op::Append { .. } | Op::Commit { .. }) {
         for (s, a) in after {
