@@ -16,7 +16,9 @@
 //!   or was named by `release`; nothing is reported that was not held; at
 //!   the end every remaining request is released by close or finalize, so
 //!   each request is released exactly once;
-//! - `next_deadline()` equals the earliest deadline of the sessions.
+//! - `next_deadline()` equals the earliest deadline of the sessions;
+//! - a migration (export, image, import) changes only the incarnation,
+//!   upwards, and the lease clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 
