@@ -418,14 +418,14 @@ impl Harness<'_> {
                 }
             }
             Op::Migrate { s, skip } => {
-                let incarnation = self
-                    .m
-                    .get(&session(s))
-                    .and_then(|x| x.fence().incarnation.checked_add(1 + u64::from(skip % 3)));
-                // At the top incarnation there is none to move to: the
-                // export alone is refused (unknown session) when absent.
-                let Some(incarnation) = incarnation else {
-                    self.m.export(session(s))?;
+                let Some(current) = self.m.get(&session(s)).map(|x| x.fence().incarnation) else {
+                    // Absent: the export is refused (unknown session).
+                    let _never = self.m.export(session(s))?;
+                    return Ok(released);
+                };
+                // At the top incarnation there is none to move to, so the
+                // session is not exported (an import elsewhere would refuse it).
+                let Some(incarnation) = current.checked_add(1 + u64::from(skip % 3)) else {
                     return Ok(released);
                 };
                 let exported = self.m.export(session(s))?;
@@ -542,8 +542,9 @@ fn check_step(
             moved.fence.incarnation = a.fence.incarnation;
             moved.last_activity = a.last_activity;
             moved.detached_at = b.detached_at.map(|_| a.last_activity);
+            // Unchanged when there was no higher incarnation to move to.
             ensure!(
-                a.fence.incarnation > b.fence.incarnation && *a == moved,
+                a == b || (a.fence.incarnation > b.fence.incarnation && *a == moved),
                 "{name}: migration changed more than the incarnation and the lease clock: {b:?} -> {a:?}"
             );
         }

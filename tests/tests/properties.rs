@@ -79,3 +79,27 @@ proptest! {
         run(&ops).map_err(TestCaseError::fail)?;
     }
 }
+
+/// Found by the `manager_ops` fuzzer: at the top incarnation there is none
+/// to migrate to, and the session (with its request) stays where it is.
+#[test]
+fn a_session_at_the_top_incarnation_is_not_migrated() {
+    let ops = [
+        Op::Open {
+            s: 1,
+            incarnation: u64::MAX,
+            modes: 0xFF,
+            ttl: None,
+            grace: 1_000,
+        },
+        Op::Reserve {
+            s: 1,
+            f: Rel::CURRENT,
+            stage: 2,
+            request: "r".into(),
+        },
+        Op::Migrate { s: 1, skip: 2 },
+        Op::Migrate { s: 2, skip: 0 },
+    ];
+    run(&ops).expect("invariants hold");
+}
