@@ -52,7 +52,7 @@ impl<
     /// # use duplex_core::*;
     /// # use duplex_std::*;
     /// let config = ManagerConfig { max_sessions: Some(1), ..ManagerConfig::default() };
-    /// let (a, b) = (SharedManager::new(ManualClock::default(), config.clone())?, SharedManager::new(ManualClock::default(), config)?);
+    /// let (a, b) = (SharedManager::new(ManualClock::default(), config)?, SharedManager::new(ManualClock::default(), config)?);
     /// let f = Fence::new(Id::new("s")?, 0);
     /// a.open(f.clone(), OpenOptions::default())?;
     /// b.open(Fence::new(Id::new("other")?, 0), OpenOptions::default())?;
