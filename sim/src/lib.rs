@@ -270,7 +270,25 @@ pub(crate) struct World<'c> {
     pub(crate) late_cancels: Vec<LateCancel>,
 }
 
-impl World<'_> {
+impl<'c> World<'c> {
+    /// A world with an empty ledger and report, drawing from `seed`.
+    pub(crate) fn new(config: &SimConfig, seed: u64, clock: &'c SimClock, m: Backend<'c>) -> Self {
+        World {
+            config: config.clone(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            clock,
+            m,
+            ledger: Ledger::default(),
+            report: Report {
+                seed: config.seed,
+                ..Report::default()
+            },
+            step: 0,
+            pending: Vec::new(),
+            late_cancels: Vec::new(),
+        }
+    }
+
     /// True with probability `p`.
     pub(crate) fn chance(&mut self, p: f64) -> bool {
         // 53 random bits, as a uniform f64 in [0, 1).
@@ -542,20 +560,8 @@ pub fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Report {
     }
     let started = WallInstant::now();
     let clock = SimClock::default();
-    let mut world = World {
-        config: config.clone(),
-        rng: ChaCha8Rng::seed_from_u64(config.seed),
-        clock: &clock,
-        m: Backend::single(&clock, manager_config(config)),
-        ledger: Ledger::default(),
-        report: Report {
-            seed: config.seed,
-            ..Report::default()
-        },
-        step: 0,
-        pending: Vec::new(),
-        late_cancels: Vec::new(),
-    };
+    let backend = Backend::single(&clock, manager_config(config));
+    let mut world = World::new(config, config.seed, &clock, backend);
     let mut clients: Vec<Client> = (0..config.sessions)
         .map(|i| Client::new(i, &mut world))
         .collect();

@@ -17,12 +17,9 @@ use std::time::Instant as WallInstant;
 
 use duplex_core::Duration;
 use duplex_std::{Expiry, SharedManager};
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 
 use crate::backend::{Backend, SimClock};
 use crate::client::Client;
-use crate::ledger::Ledger;
 use crate::{manager_config, Fault, Report, SimConfig, World, GRACE, IDLE_TTL, STEP_MS};
 
 fn lock<'a, 'c>(world: &'a Mutex<World<'c>>) -> MutexGuard<'a, World<'c>> {
@@ -63,24 +60,10 @@ pub(crate) fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Rep
         .expect("simulation manager config is valid");
     let worlds: Vec<Mutex<World<'_>>> = (0..n)
         .map(|t| {
-            Mutex::new(World {
-                config: config.clone(),
-                rng: ChaCha8Rng::seed_from_u64(
-                    config
-                        .seed
-                        .wrapping_add((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-                ),
-                clock: &clock,
-                m: Backend::Shared(&shared),
-                ledger: Ledger::default(),
-                report: Report {
-                    seed: config.seed,
-                    ..Report::default()
-                },
-                step: 0,
-                pending: Vec::new(),
-                late_cancels: Vec::new(),
-            })
+            let seed = config
+                .seed
+                .wrapping_add((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            Mutex::new(World::new(config, seed, &clock, Backend::Shared(&shared)))
         })
         .collect();
     let mut clients: Vec<Vec<Client>> = (0..n).map(|_| Vec::new()).collect();
