@@ -19,6 +19,17 @@ pub(crate) struct Position {
     pub(crate) response: u64,
 }
 
+impl Position {
+    /// Whether `self` is behind `other` under the fence rule: an older
+    /// epoch, or within the same epoch an older turn or response.
+    #[inline]
+    pub(crate) const fn is_behind(self, other: Position) -> bool {
+        self.epoch < other.epoch
+            || (self.epoch == other.epoch
+                && (self.turn < other.turn || self.response < other.response))
+    }
+}
+
 /// The numeric part of a fence (everything but the session id): what errors
 /// report as expected and actual, and what logs print.
 ///
@@ -199,10 +210,7 @@ impl<const L: usize> Fence<L> {
         if !self.same_identity(offered) {
             return Err(self.mismatch(FenceRule::Identity, offered));
         }
-        let stale = offered.epoch < self.epoch
-            || (offered.epoch == self.epoch
-                && (offered.turn < self.turn || offered.response < self.response));
-        if stale {
+        if offered.position().is_behind(self.position()) {
             return Err(self.mismatch(FenceRule::Stale, offered));
         }
         Ok(())

@@ -459,11 +459,7 @@ impl<
         // a binding is never ahead of the session: one that is was bound
         // under a fence this session never held (another session's).
         let at = fence.position();
-        let ahead = |p: Position| {
-            p.epoch > at.epoch
-                || (p.epoch == at.epoch && (p.turn > at.turn || p.response > at.response))
-        };
-        if requests.bindings().any(|b| ahead(b.position)) {
+        if requests.bindings().any(|b| at.is_behind(b.position)) {
             return Err(SnapshotError::Inconsistent(
                 "a binding ahead of the session's fence, bound under a fence this session never held",
             ));
