@@ -53,7 +53,20 @@ impl<
     ///
     /// `invalid_id`, `unknown_session` (nothing changes).
     ///
-    /// See [`import`](Self::import) for an example.
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// m.bind(&f, 0, "tts")?;
+    /// let session = m.export("s")?;
+    /// assert!(m.is_empty());
+    /// assert!(session.resource_request_ids(None, None)?.contains("tts")); // not released
+    /// assert_eq!(m.export("s").unwrap_err().kind(), ErrorKind::UnknownSession);
+    /// # drop(session);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
     pub fn export(
         &mut self,

@@ -28,7 +28,17 @@ impl<
     ///
     /// As [`SessionManager::export`](crate::SessionManager::export).
     ///
-    /// See [`import`](Self::import).
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// m.open(Fence::new(Id::new("s")?, 0), OpenOptions::default())?;
+    /// let session = m.export("s")?;
+    /// assert_eq!((m.len(), m.reserved(), session.kind()), (0, 0, StateKind::Open));
+    /// assert_eq!(m.export("s").unwrap_err().kind(), ErrorKind::UnknownSession);
+    /// # drop(session);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
     pub fn export(
         &self,
@@ -62,6 +72,7 @@ impl<
     /// // `b` is full: the session comes back untouched, and goes home.
     /// let refused = b.import(session, 1).unwrap_err();
     /// assert_eq!(refused.error.kind(), ErrorKind::CapacityExhausted);
+    /// assert_eq!((b.len(), b.reserved(), refused.session.fence().incarnation), (1, 1, 0));
     /// let moved = a.import(refused.session, 1)?;
     /// assert_eq!((moved.incarnation, a.len(), a.reserved()), (1, 1, 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())

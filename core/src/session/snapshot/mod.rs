@@ -24,7 +24,16 @@ use crate::mode::Modes;
 use crate::requests::Requests;
 use crate::time::{Duration, Instant};
 
-/// The image format's version: restore refuses any other.
+/// The image format's version, the first byte of every image: restore
+/// refuses any other.
+///
+/// ```
+/// # use duplex_core::*;
+/// let s = Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?;
+/// let mut buf = [0u8; Session::<Open>::SNAPSHOT_MAX];
+/// assert_eq!(s.snapshot(&mut buf)?[0], SNAPSHOT_VERSION);
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 pub const SNAPSHOT_VERSION: u8 = 1;
 
 /// Why a snapshot could not be written or restored. Nothing is restored
