@@ -8,8 +8,8 @@
 #![allow(clippy::result_large_err)]
 
 use duplex_core::{
-    Activity, Appended, Clock, CloseReason, Fence, Finality, Id, InputMode, RequestIds,
-    RequestState, Reservation,
+    Activity, Appended, Clock, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
+    Rejected, RequestIds, RequestState, Reservation,
 };
 
 use super::{id, SessionManager};
@@ -69,6 +69,50 @@ impl<
     pub fn detach(&mut self, fence: &Fence<L>) -> Result<(), Error<L>> {
         let now = self.clock.now();
         self.transition(&fence.session, |s| Ok((s.detach(fence, now)?, ())))
+    }
+
+    /// Detaches only if the lease is still at `generation`: the connection
+    /// that holds that generation went away. A host whose connections can
+    /// race a takeover (a client reconnects and resumes before the server
+    /// has noticed the old socket drop) detaches with the generation its
+    /// connection was handed, so a superseded connection never detaches the
+    /// new one.
+    ///
+    /// # Errors
+    ///
+    /// `unknown_session`, `wrong_state`, `fence_mismatch`,
+    /// `generation_mismatch` (a newer connection holds the session; nothing
+    /// changes).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.resume(&f, 0)?, 1); // takeover by a second connection
+    /// let e = m.detach_generation(&f, 0).unwrap_err(); // the first one drops
+    /// assert_eq!(e.kind(), ErrorKind::GenerationMismatch);
+    /// assert_eq!(m.get(&f.session).unwrap().kind(), StateKind::Open);
+    /// m.detach_generation(&f, 1)?;
+    /// assert_eq!(m.get(&f.session).unwrap().kind(), StateKind::Detached);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn detach_generation(&mut self, fence: &Fence<L>, generation: u64) -> Result<(), Error<L>> {
+        let now = self.clock.now();
+        self.transition(&fence.session, |s| {
+            let expected = s.lease_generation();
+            if expected != generation {
+                return Err(Rejected {
+                    error: CoreError::GenerationMismatch {
+                        expected,
+                        actual: generation,
+                    },
+                    session: s,
+                });
+            }
+            Ok((s.detach(fence, now)?, ()))
+        })
     }
 
     /// Resume with the lease generation (Detached → Open, or takeover while

@@ -67,6 +67,32 @@ impl<
         })
     }
 
+    /// Detaches only if the lease is still at `generation`. See
+    /// [`SessionManager::detach_generation`](crate::SessionManager::detach_generation).
+    ///
+    /// # Errors
+    ///
+    /// As [`SessionManager::detach_generation`](crate::SessionManager::detach_generation).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let taken_over = m.resume(&f, 0)?;
+    /// assert!(m.detach_generation(&f, 0).is_err());
+    /// m.detach_generation(&f, taken_over)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn detach_generation(&self, fence: &Fence<L>, generation: u64) -> Result<(), Error<L>> {
+        self.on(&fence.session, |m| {
+            m.detach_generation(fence, generation)?;
+            self.deadline_may_be_earlier(m, &fence.session);
+            Ok(())
+        })
+    }
+
     /// Resume or takeover. See [`SessionManager::resume`](crate::SessionManager::resume).
     ///
     /// # Errors
