@@ -1,0 +1,643 @@
+//! One WebSocket connection: it holds at most one session, decodes each
+//! text message, runs it on the shared manager and answers on the same
+//! socket. The stand-in engine's responses stream from their own tasks.
+//!
+//! Every operation that changes a session runs inside one shard lock with a
+//! check of the lease generation the connection was handed: after a client
+//! reconnects and resumes, anything still arriving on the superseded socket
+//! is refused (`generation_mismatch`) instead of racing the new one.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use duplex_core::ErrorKind;
+use duplex_core::{
+    Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
+    LeaseConfig, Modes, OpenOptions, Session, Unfinished,
+};
+use duplex_std::Error;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
+use crate::server::Gateway;
+use crate::stats::{add, bump};
+
+/// Chunks are appended in this mode.
+const AUDIO: InputMode = InputMode::AppendAudioChunk;
+
+/// The stage the stand-in engine binds its response requests on.
+const RESPONSE_STAGE: u32 = 0;
+
+/// Outgoing messages queued per connection before the reader waits.
+const OUTBOX: usize = 256;
+
+/// The session a connection holds, and the lease generation it was handed.
+#[derive(Debug, Clone)]
+struct Bound {
+    session: Id,
+    incarnation: u64,
+    generation: u64,
+}
+
+impl Bound {
+    fn fence(&self, epoch: u64, turn: u64) -> Fence {
+        Fence::new(self.session.clone(), self.incarnation)
+            .with_epoch(epoch)
+            .with_turn(turn)
+    }
+}
+
+/// A response being streamed.
+#[derive(Debug)]
+struct Active {
+    request: Id,
+    epoch: u64,
+    task: AbortHandle,
+}
+
+type ActiveList = Arc<Mutex<Vec<Active>>>;
+
+fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
+    active.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A connection's state.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    gw: Arc<Gateway>,
+    tx: mpsc::Sender<Message>,
+    bound: Option<Bound>,
+    active: ActiveList,
+}
+
+impl Connection {
+    /// A connection that answers into `tx` (also used by the decoder's
+    /// property test, without a socket).
+    pub(crate) fn new(gw: Arc<Gateway>, tx: mpsc::Sender<Message>) -> Self {
+        Connection {
+            gw,
+            tx,
+            bound: None,
+            active: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Runs the connection until the client closes or drops it, or the
+    /// server shuts down.
+    pub(crate) async fn run(
+        gw: Arc<Gateway>,
+        ws: WebSocketStream<TcpStream>,
+        mut stopped: watch::Receiver<bool>,
+    ) {
+        let (mut sink, mut source) = ws.split();
+        let (tx, mut rx) = mpsc::channel::<Message>(OUTBOX);
+        let writer = tokio::spawn(async move {
+            while let Some(message) = rx.recv().await {
+                if sink.send(message).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        });
+        let mut conn = Connection::new(gw, tx);
+        let shutdown = loop {
+            tokio::select! {
+                () = until_stopped(&mut stopped) => break true,
+                message = source.next() => match message {
+                    Some(Ok(Message::Text(text))) => conn.on_text(text.as_str()).await,
+                    Some(Ok(Message::Binary(_))) => {
+                        let refusal = conn.protocol_error(&ProtocolError::Binary);
+                        conn.send(refusal).await;
+                    }
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break false,
+                    Some(Ok(_)) => {} // ping, pong: tungstenite answers pings
+                },
+            }
+        };
+        if shutdown {
+            conn.stop_responses();
+            let frame = CloseFrame {
+                code: CloseCode::Away,
+                reason: "server shutting down".into(),
+            };
+            let _ = conn.tx.send(Message::Close(Some(frame))).await;
+            drop(conn);
+            let _ = writer.await;
+        } else {
+            conn.dropped();
+        }
+    }
+
+    /// Decodes and answers one text message.
+    pub(crate) async fn on_text(&mut self, text: &str) {
+        let reply = match decode(text) {
+            Ok(event) => self.on_event(event),
+            Err(e) => Some(self.protocol_error(&e)),
+        };
+        if let Some(reply) = reply {
+            self.send(reply).await;
+        }
+    }
+
+    async fn send(&self, event: ServerEvent) {
+        // The writer ends only when the socket is gone: nobody to tell.
+        let _ = self.tx.send(Message::text(event.to_json())).await;
+    }
+
+    fn protocol_error(&self, e: &ProtocolError) -> ServerEvent {
+        bump(&self.gw.stats.refused);
+        ServerEvent::error(e.kind(), e.to_string())
+    }
+
+    fn refusal(
+        &self,
+        kind: &str,
+        message: impl Into<String>,
+        event_id: Option<&str>,
+    ) -> ServerEvent {
+        if kind == ErrorKind::FenceMismatch.as_str() {
+            bump(&self.gw.stats.fence_refused);
+        } else {
+            bump(&self.gw.stats.refused);
+        }
+        ServerEvent::Error {
+            kind: kind.to_owned(),
+            message: message.into(),
+            event_id: event_id.map(str::to_owned),
+        }
+    }
+
+    fn manager_error(&self, e: &Error, event_id: Option<&str>) -> ServerEvent {
+        self.refusal(e.kind().as_str(), e.to_string(), event_id)
+    }
+
+    fn on_event(&mut self, event: ClientEvent) -> Option<ServerEvent> {
+        match event {
+            ClientEvent::Open {
+                session_id,
+                generation,
+            } => Some(self.open(session_id, generation)),
+            ClientEvent::Append {
+                event_id,
+                epoch,
+                turn,
+                audio,
+            } => Some(self.append(event_id, epoch, turn, &audio)),
+            ClientEvent::Commit { epoch, turn } => self.commit(epoch, turn),
+            ClientEvent::Cancel { epoch, turn } => Some(self.cancel(epoch, turn)),
+            ClientEvent::Close {} => Some(self.close()),
+            ClientEvent::Audit { session_id } => Some(self.audit(session_id)),
+            ClientEvent::Stats {} => Some(ServerEvent::Stats {
+                sessions: self.gw.m.len() as u64,
+                counters: Box::new(self.gw.counters()),
+            }),
+            ClientEvent::Unknown => Some(self.protocol_error(&ProtocolError::UnknownType)),
+        }
+    }
+
+    fn id(&self, id: &str, event_id: Option<&str>) -> Result<Id, ServerEvent> {
+        Id::new(id).map_err(|e| self.manager_error(&Error::from(e), event_id))
+    }
+
+    fn bound(&self, event_id: Option<&str>) -> Result<Bound, ServerEvent> {
+        self.bound.clone().ok_or_else(|| {
+            self.refusal(
+                "no_session",
+                "no session on this connection; send session.open first",
+                event_id,
+            )
+        })
+    }
+
+    /// Why a typed operation found no open session.
+    fn not_open(&self, b: &Bound, event_id: Option<&str>) -> ServerEvent {
+        match self
+            .gw
+            .m
+            .with_session(&b.session, duplex_core::AnySession::kind)
+        {
+            None => self.manager_error(
+                &Error::UnknownSession {
+                    session: b.session.clone(),
+                },
+                event_id,
+            ),
+            Some(state) => self.refusal(
+                ErrorKind::WrongState.as_str(),
+                format!("session is {state}; this event needs it open"),
+                event_id,
+            ),
+        }
+    }
+
+    fn open(&mut self, session_id: Option<String>, generation: Option<u64>) -> ServerEvent {
+        if let Some(b) = &self.bound {
+            return self.refusal(
+                "already_open",
+                format!(
+                    "this connection holds session {}; one session per connection",
+                    b.session
+                ),
+                None,
+            );
+        }
+        match generation {
+            Some(generation) => self.resume(session_id, generation),
+            None => self.open_new(session_id),
+        }
+    }
+
+    fn resume(&mut self, session_id: Option<String>, generation: u64) -> ServerEvent {
+        let Some(session_id) = session_id else {
+            return self.refusal(
+                "malformed",
+                "a resume (generation given) needs the session_id",
+                None,
+            );
+        };
+        let session = match self.id(&session_id, None) {
+            Ok(id) => id,
+            Err(e) => return e,
+        };
+        let Some(fence) = self.gw.m.with_session(&session, |s| s.fence().clone()) else {
+            return self.manager_error(&Error::UnknownSession { session }, None);
+        };
+        match self.gw.m.resume(&fence, generation) {
+            Ok(next) => {
+                bump(&self.gw.stats.resumed);
+                self.bound = Some(Bound {
+                    session,
+                    incarnation: fence.incarnation,
+                    generation: next,
+                });
+                ServerEvent::Opened {
+                    session_id,
+                    incarnation: fence.incarnation,
+                    epoch: fence.epoch,
+                    turn: fence.turn,
+                    generation: next,
+                    resumed: true,
+                }
+            }
+            Err(e) => self.manager_error(&e, None),
+        }
+    }
+
+    fn open_new(&mut self, session_id: Option<String>) -> ServerEvent {
+        let session_id = session_id.unwrap_or_else(|| {
+            let n = self
+                .gw
+                .next_session
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            format!("gw-{n:x}")
+        });
+        let session = match self.id(&session_id, None) {
+            Ok(id) => id,
+            Err(e) => return e,
+        };
+        let options = options(self.gw.lease);
+        match self.gw.m.open(Fence::new(session.clone(), 0), options) {
+            Ok(()) => {
+                bump(&self.gw.stats.opened);
+                self.bound = Some(Bound {
+                    session,
+                    incarnation: 0,
+                    generation: 0,
+                });
+                ServerEvent::Opened {
+                    session_id,
+                    incarnation: 0,
+                    epoch: 0,
+                    turn: 0,
+                    generation: 0,
+                    resumed: false,
+                }
+            }
+            Err(e) => self.manager_error(&e, None),
+        }
+    }
+
+    fn append(&mut self, event_id: String, epoch: u64, turn: u64, audio: &str) -> ServerEvent {
+        let ev = Some(event_id.as_str());
+        let b = match self.bound(ev) {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let chunk = match decode_audio(audio) {
+            Ok(chunk) => chunk,
+            Err(e) => return self.refusal(e.kind(), e.to_string(), ev),
+        };
+        let op = match self.id(&event_id, ev) {
+            Ok(op) => op,
+            Err(e) => return e,
+        };
+        let fence = b.fence(epoch, turn);
+        let audit = self.gw.audit.as_ref();
+        let applied = self.gw.m.with_open(&b.session, |s, now| {
+            check_generation(s, b.generation)?;
+            if let Some(r) = s.completed(&fence, &op, AUDIO, Finality::Partial)? {
+                let at = |i: usize| r.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
+                let cached = Appended {
+                    seq: at(0),
+                    turn_seq: at(1),
+                    turn_id: turn,
+                };
+                return Ok((cached, true));
+            }
+            let a = s.append(&fence, AUDIO)?;
+            // Neither step below can fail once the append admitted the
+            // fence: touch admits the same fence, and two results fit the
+            // completed-append cache's results table.
+            s.touch(&fence, Activity::Append, now)?;
+            let results = [a.seq, a.turn_seq].map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+            s.record_completed(&fence, &op, AUDIO, Finality::Partial, &results)?;
+            if let Some(audit) = audit {
+                audit.push(b.session.as_str(), (epoch, a.seq, event_id.clone()));
+            }
+            Ok::<_, CoreError>((a, false))
+        });
+        match applied {
+            None => self.not_open(&b, ev),
+            Some(Err(e)) => self.manager_error(&Error::from(e), ev),
+            Some(Ok((a, duplicate))) => {
+                let _ = chunk; // the stand-in engine consumes the audio here
+                bump(if duplicate {
+                    &self.gw.stats.duplicates
+                } else {
+                    &self.gw.stats.appended
+                });
+                ServerEvent::Appended {
+                    event_id,
+                    seq: a.seq,
+                    turn_seq: a.turn_seq,
+                    duplicate,
+                }
+            }
+        }
+    }
+
+    /// The user's turn ended: bind the engine's response request and stream
+    /// it from a task. Answers only on refusal; the response is the answer.
+    fn commit(&mut self, epoch: u64, turn: u64) -> Option<ServerEvent> {
+        let b = match self.bound(None) {
+            Ok(b) => b,
+            Err(e) => return Some(e),
+        };
+        let n = self
+            .gw
+            .next_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let request = match self.id(&format!("r{n}"), None) {
+            Ok(id) => id,
+            Err(e) => return Some(e),
+        };
+        let fence = b.fence(epoch, turn);
+        // The active list is locked across the bind and the spawn, so the
+        // task cannot look for its entry before it is there.
+        let mut active = lock(&self.active);
+        let bound = self.gw.m.with_open(&b.session, |s, now| {
+            check_generation(s, b.generation)?;
+            s.bind(&fence, RESPONSE_STAGE, &request)?;
+            s.touch(&fence, Activity::Signal, now)
+        });
+        match bound {
+            None => return Some(self.not_open(&b, None)),
+            Some(Err(e)) => return Some(self.manager_error(&Error::from(e), None)),
+            Some(Ok(())) => {}
+        }
+        bump(&self.gw.stats.requests_bound);
+        let task = tokio::spawn(stream_response(
+            Arc::clone(&self.gw),
+            b.session.clone(),
+            request.clone(),
+            (epoch, turn),
+            self.tx.clone(),
+            Arc::clone(&self.active),
+        ));
+        active.push(Active {
+            request,
+            epoch,
+            task: task.abort_handle(),
+        });
+        None
+    }
+
+    /// Barge-in: the epoch moves on, and every response of an older epoch
+    /// this connection is streaming is cancelled and its request released.
+    fn cancel(&mut self, epoch: u64, turn: u64) -> ServerEvent {
+        let b = match self.bound(None) {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let Some(next_epoch) = epoch.checked_add(1) else {
+            return self.refusal(
+                "fence_mismatch",
+                "the epoch cannot advance past u64::MAX",
+                None,
+            );
+        };
+        let cancelled = b.fence(epoch, turn);
+        let next = b.fence(next_epoch, turn);
+        let mut active = lock(&self.active);
+        let result = self.gw.m.with_open(&b.session, |s, _| {
+            check_generation(s, b.generation)?;
+            let mut ids: Vec<String> = s
+                .cancel(&cancelled, &next)?
+                .iter()
+                .map(|id| id.as_str().to_owned())
+                .collect();
+            // Responses of older epochs at another position are released
+            // here, in the same lock, so each is reported once.
+            for a in active.iter().filter(|a| a.epoch < next_epoch) {
+                if release_held(s, &a.request) {
+                    ids.push(a.request.as_str().to_owned());
+                }
+            }
+            Ok::<_, CoreError>(ids)
+        });
+        match result {
+            None => self.not_open(&b, None),
+            Some(Err(e)) => self.manager_error(&Error::from(e), None),
+            Some(Ok(request_ids)) => {
+                active.retain(|a| {
+                    let cancel =
+                        a.epoch < next_epoch || request_ids.iter().any(|r| r == a.request.as_str());
+                    if cancel {
+                        a.task.abort();
+                    }
+                    !cancel
+                });
+                add(&self.gw.stats.requests_cancelled, request_ids.len());
+                ServerEvent::Cancelled {
+                    epoch: next_epoch,
+                    turn,
+                    request_ids,
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) -> ServerEvent {
+        let b = match self.bound(None) {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let current = self
+            .gw
+            .m
+            .with_session(&b.session, |s| (s.fence().clone(), s.lease_generation()));
+        let Some((fence, generation)) = current else {
+            self.bound = None;
+            return self.manager_error(&Error::UnknownSession { session: b.session }, None);
+        };
+        if generation != b.generation {
+            self.bound = None;
+            return self.manager_error(&superseded(generation, b.generation).into(), None);
+        }
+        self.stop_responses();
+        match self.gw.m.close(&fence, CloseReason::ClientClose) {
+            Ok(released) => {
+                let request_ids: Vec<String> = released
+                    .iter()
+                    .flat_map(|ids| ids.iter().map(|id| id.as_str().to_owned()))
+                    .collect();
+                bump(&self.gw.stats.closed);
+                add(&self.gw.stats.requests_closed, request_ids.len());
+                self.bound = None;
+                ServerEvent::Closed {
+                    session_id: b.session.as_str().to_owned(),
+                    request_ids,
+                }
+            }
+            Err(e) => self.manager_error(&e, None),
+        }
+    }
+
+    fn audit(&self, session_id: String) -> ServerEvent {
+        match &self.gw.audit {
+            Some(audit) => ServerEvent::Audit {
+                applied: audit.read(&session_id),
+                session_id,
+            },
+            None => self.refusal(
+                "audit_disabled",
+                "the gateway keeps no audit log; start it with --audit",
+                None,
+            ),
+        }
+    }
+
+    /// Stops streaming this connection's responses (close, shutdown). Their
+    /// requests stay in the session until the close releases them.
+    fn stop_responses(&self) {
+        for a in lock(&self.active).drain(..) {
+            a.task.abort();
+        }
+    }
+
+    /// The socket went away without `session.close`: detach, unless a newer
+    /// connection already holds the session. Responses being streamed run
+    /// to their end and release their requests.
+    fn dropped(&self) {
+        let Some(b) = &self.bound else { return };
+        let Some(fence) = self.gw.m.with_session(&b.session, |s| s.fence().clone()) else {
+            return;
+        };
+        if self.gw.m.detach_generation(&fence, b.generation).is_ok() {
+            bump(&self.gw.stats.detached);
+        }
+    }
+}
+
+/// Resolves once the server is shutting down.
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, before any await.
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// The options every gateway session opens with.
+fn options(lease: LeaseConfig) -> OpenOptions {
+    OpenOptions::default()
+        .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
+        .lease(lease)
+}
+
+fn superseded(current: u64, held: u64) -> CoreError {
+    CoreError::GenerationMismatch {
+        expected: current,
+        actual: held,
+    }
+}
+
+/// Refuses a connection whose lease generation is no longer the session's:
+/// another connection resumed it.
+fn check_generation<S: duplex_core::State>(s: &Session<S>, held: u64) -> Result<(), CoreError> {
+    let current = s.lease_generation();
+    if current == held {
+        Ok(())
+    } else {
+        Err(superseded(current, held))
+    }
+}
+
+/// Releases `request` if the session still holds it; whether it did.
+fn release_held<S: Unfinished>(s: &mut Session<S>, request: &Id) -> bool {
+    let held = s.resources().any(|(_, id, _)| id == request);
+    if held {
+        s.release(std::slice::from_ref(request));
+    }
+    held
+}
+
+/// The stand-in engine: a few deltas, then `response.done` and the request
+/// released, unless a barge-in or a close got there first (they remove the
+/// entry from the active list and abort this task).
+async fn stream_response(
+    gw: Arc<Gateway>,
+    session: Id,
+    request: Id,
+    (epoch, turn): (u64, u64),
+    tx: mpsc::Sender<Message>,
+    active: ActiveList,
+) {
+    let request_id = request.as_str().to_owned();
+    for index in 0..gw.config.deltas {
+        tokio::time::sleep(gw.config.delta_interval).await;
+        let delta = ServerEvent::Delta {
+            request_id: request_id.clone(),
+            epoch,
+            turn,
+            index,
+            text: format!("piece {index} of the answer to turn {turn}"),
+        };
+        // A client that went away still has its response generated: the
+        // engine finishes and releases the request below.
+        let _ = tx.send(Message::text(delta.to_json())).await;
+    }
+    let released = {
+        let mut active = lock(&active);
+        let Some(at) = active.iter().position(|a| a.request == request) else {
+            return;
+        };
+        active.swap_remove(at);
+        let m = &gw.m;
+        m.with_open(&session, |s, _| release_held(s, &request))
+            .or_else(|| m.with_detached(&session, |s, _| release_held(s, &request)))
+            .unwrap_or(false)
+    };
+    if released {
+        bump(&gw.stats.responses_done);
+        let done = ServerEvent::Done {
+            request_id,
+            epoch,
+            turn,
+        };
+        let _ = tx.send(Message::text(done.to_json())).await;
+    }
+}

@@ -1,0 +1,34 @@
+//! A reference WebSocket voice gateway over [`duplex_std::SharedManager`],
+//! and a loopback load generator that proves, over real sockets, that no
+//! acknowledged chunk is lost or applied twice.
+//!
+//! - [`Gateway`] serves the protocol of `PROTOCOL.md` (beside this crate):
+//!   one JSON text message per event, audio as base64.
+//! - [`loadgen`] runs N clients that stream chunks, drop and resume,
+//!   retransmit, barge in and send garbage, then reconcile their ledgers
+//!   with the server's audit log.
+//!
+//! ```no_run
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use duplex_gateway::{Config, Gateway};
+//!
+//! let gw = Gateway::new(Config::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
+//! let counters = gw.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await;
+//! println!("{}", counters.line());
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod connection;
+#[cfg(test)]
+mod frames;
+pub mod loadgen;
+pub mod protocol;
+mod server;
+pub mod stats;
+
+pub use server::{Config, Gateway, Manager, StartError};

@@ -1,0 +1,242 @@
+//! The loopback load generator: N WebSocket clients stream chunks at an
+//! accelerated pace and inject every fault a real network and a real user
+//! produce. Each client keeps a ledger of what the server acknowledged and,
+//! at the end, reconciles it with the server's audit log of what was
+//! applied.
+//!
+//! Faults, each at a per-tick probability:
+//! - abrupt close (the socket dropped, no close frame), then a reconnect and
+//!   resume within grace, retransmitting the last 1–4 chunks sent;
+//! - a reconnect after grace: the session expired, a new one is opened;
+//! - a resume with a stale lease generation (refused), before the real one;
+//! - barge-in after a commit, then a late chunk of the cancelled epoch;
+//! - garbage: broken JSON, an unknown type, an oversize message, a binary
+//!   frame, bad base64, an oversize event id.
+//!
+//! `lost` counts acknowledged chunks missing from the server's log (or
+//! there at another position); `doubled` counts chunks the log holds more
+//! than once. Both must be zero.
+
+mod client;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::{Client, Tally};
+
+/// How a load run goes.
+///
+/// ```
+/// let c = duplex_gateway::loadgen::Config::new("ws://127.0.0.1:8787", 10, std::time::Duration::from_secs(5));
+/// assert_eq!(c.chunk_interval, std::time::Duration::from_millis(10));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The gateway, `ws://HOST:PORT`; the host must resolve to loopback.
+    pub url: String,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// How long the clients stream (the reconciliation comes after).
+    pub duration: Duration,
+    /// Time between a client's chunks (20 ms audio sent every 10 ms: twice
+    /// real time).
+    pub chunk_interval: Duration,
+    /// The gateway's disconnect grace: the expiry fault waits past it.
+    pub grace: Duration,
+    /// Inject faults.
+    pub faults: bool,
+    /// Seed of the clients' random choices.
+    pub seed: u64,
+}
+
+impl Config {
+    /// A run with every fault, 10 ms between chunks and a 2 s grace.
+    pub fn new(url: impl Into<String>, clients: usize, duration: Duration) -> Self {
+        Config {
+            url: url.into(),
+            clients,
+            duration,
+            chunk_interval: Duration::from_millis(10),
+            grace: Duration::from_secs(2),
+            faults: true,
+            seed: 1,
+        }
+    }
+}
+
+/// What a run saw.
+///
+/// ```
+/// let r = duplex_gateway::loadgen::Report::default();
+/// assert!(r.ok());
+/// assert!(r.line().starts_with("loadgen: clients=0 events=0 "));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Clients run.
+    pub clients: usize,
+    /// Messages the clients sent (every kind, garbage included).
+    pub events: u64,
+    /// Chunks acknowledged as newly appended.
+    pub appended: u64,
+    /// Chunks acknowledged as duplicates (retransmissions already applied).
+    pub duplicates: u64,
+    /// Late chunks of a cancelled epoch, refused with `fence_mismatch`.
+    pub stale_refused: u64,
+    /// Reconnections after an abrupt close.
+    pub reconnects: u64,
+    /// Sessions found expired on reconnect (or while idle).
+    pub expired: u64,
+    /// Acknowledged chunks missing from the server's log.
+    pub lost: u64,
+    /// Chunks the server applied more than once.
+    pub doubled: u64,
+    /// Median append round trip, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile append round trip, microseconds.
+    pub p99_us: u64,
+    /// Sessions the clients used.
+    pub sessions: u64,
+    /// Resumes with a stale generation, refused.
+    pub generation_refused: u64,
+    /// Garbage messages answered with the expected `error`.
+    pub garbage_refused: u64,
+    /// Responses completed (`response.done`).
+    pub responses: u64,
+    /// Barge-ins answered with `response.cancelled`.
+    pub barge_ins: u64,
+    /// Replies the protocol does not allow at that point (each is logged).
+    pub unexpected: u64,
+}
+
+impl Report {
+    /// `lost = 0` and `doubled = 0`.
+    pub fn ok(&self) -> bool {
+        self.lost == 0 && self.doubled == 0
+    }
+
+    /// The last line of a run.
+    pub fn line(&self) -> String {
+        format!(
+            "loadgen: clients={} events={} appended={} duplicates={} stale_refused={} reconnects={} expired={} lost={} doubled={} p50_us={} p99_us={}",
+            self.clients, self.events, self.appended, self.duplicates, self.stale_refused,
+            self.reconnects, self.expired, self.lost, self.doubled, self.p50_us, self.p99_us
+        )
+    }
+
+    /// The other counts, for the line before the last.
+    pub fn detail(&self) -> String {
+        format!(
+            "loadgen: sessions={} generation_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
+            self.sessions, self.generation_refused, self.garbage_refused, self.responses,
+            self.barge_ins, self.unexpected
+        )
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Not `ws://HOST:PORT[/...]`.
+    #[error("expected a URL ws://HOST:PORT, got {0:?}")]
+    Url(String),
+    /// The host resolves to an address off this machine.
+    #[error("{0} is not a loopback address; the load generator only targets this machine")]
+    NotLoopback(SocketAddr),
+    /// The host does not resolve.
+    #[error("cannot resolve {0}: {1}")]
+    Resolve(String, std::io::Error),
+}
+
+/// Resolves `ws://HOST:PORT` and refuses anything but loopback.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use duplex_gateway::loadgen::loopback;
+/// assert!(loopback("ws://127.0.0.1:9/").await.is_ok());
+/// assert!(loopback("ws://[::1]:9").await.is_ok());
+/// assert!(loopback("ws://192.0.2.1:9").await.is_err());
+/// assert!(loopback("http://127.0.0.1:9").await.is_err());
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`LoadError`].
+pub async fn loopback(url: &str) -> Result<SocketAddr, LoadError> {
+    let rest = url
+        .strip_prefix("ws://")
+        .ok_or_else(|| LoadError::Url(url.to_owned()))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err(LoadError::Url(url.to_owned()));
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(authority)
+        .await
+        .map_err(|e| LoadError::Resolve(authority.to_owned(), e))?
+        .collect();
+    if let Some(bad) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        return Err(LoadError::NotLoopback(*bad));
+    }
+    addrs
+        .first()
+        .copied()
+        .ok_or_else(|| LoadError::Url(url.to_owned()))
+}
+
+/// Runs the clients to the end of `config.duration`, then reconciles.
+///
+/// # Errors
+///
+/// [`LoadError`] if the URL is not a loopback WebSocket address.
+pub async fn run(config: Config) -> Result<Report, LoadError> {
+    let addr = loopback(&config.url).await?;
+    let config = Arc::new(config);
+    let deadline = tokio::time::Instant::now() + config.duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for idx in 0..config.clients {
+        let client = Client::new(idx, addr, Arc::clone(&config));
+        tasks.spawn(client.run(deadline));
+    }
+    let mut tally = Tally::default();
+    let mut latencies = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((t, mut l)) => {
+                tally.merge(&t);
+                latencies.append(&mut l);
+            }
+            Err(e) => {
+                tracing::error!("client task failed: {e}");
+                tally.unexpected += 1;
+            }
+        }
+    }
+    latencies.sort_unstable();
+    let percentile = |p: usize| {
+        latencies
+            .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+            .map_or(0, |&us| u64::from(us))
+    };
+    Ok(Report {
+        clients: config.clients,
+        events: tally.events,
+        appended: tally.appended,
+        duplicates: tally.duplicates,
+        stale_refused: tally.stale_refused,
+        reconnects: tally.reconnects,
+        expired: tally.expired,
+        lost: tally.lost,
+        doubled: tally.doubled,
+        p50_us: percentile(50),
+        p99_us: percentile(99),
+        sessions: tally.sessions,
+        generation_refused: tally.generation_refused,
+        garbage_refused: tally.garbage_refused,
+        responses: tally.responses,
+        barge_ins: tally.barge_ins,
+        unexpected: tally.unexpected,
+    })
+}

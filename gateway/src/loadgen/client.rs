@@ -1,0 +1,595 @@
+//! One load-generator client: a WebSocket connection, the session it holds,
+//! its ledger of acknowledged chunks, and the faults it injects.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use tokio::net::TcpStream;
+use tokio::time::{timeout, Instant};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use super::Config;
+use crate::protocol::{encode_audio, ServerEvent, MAX_MESSAGE};
+
+/// How long a client waits for a reply before it counts the connection as
+/// broken.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most chunks retransmitted after a reconnect: within the server's
+/// completed-append cache (8), so every applied one is recognised.
+const RETRANSMIT_MAX: usize = 4;
+
+/// Per-tick fault probabilities, in parts per million.
+const P_DROP: u32 = 4_000;
+const P_EXPIRE: u32 = 400;
+const P_GARBAGE: u32 = 3_000;
+/// Per-commit and per-reconnect probabilities, in parts per million.
+const P_BARGE_IN: u32 = 300_000;
+const P_LATE_CHUNK: u32 = 600_000;
+const P_STALE_GENERATION: u32 = 250_000;
+
+/// A 20 ms chunk of 16 kHz 16-bit mono audio.
+const CHUNK_BYTES: usize = 640;
+
+/// The connection gave no usable reply: dropped, closed or timed out.
+#[derive(Debug)]
+pub(super) struct Gone;
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// A client's counts; merged into the run's report.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Tally {
+    pub(super) events: u64,
+    pub(super) appended: u64,
+    pub(super) duplicates: u64,
+    pub(super) stale_refused: u64,
+    pub(super) reconnects: u64,
+    pub(super) expired: u64,
+    pub(super) lost: u64,
+    pub(super) doubled: u64,
+    pub(super) sessions: u64,
+    pub(super) generation_refused: u64,
+    pub(super) garbage_refused: u64,
+    pub(super) responses: u64,
+    pub(super) barge_ins: u64,
+    pub(super) unexpected: u64,
+}
+
+impl Tally {
+    pub(super) fn merge(&mut self, o: &Tally) {
+        self.events += o.events;
+        self.appended += o.appended;
+        self.duplicates += o.duplicates;
+        self.stale_refused += o.stale_refused;
+        self.reconnects += o.reconnects;
+        self.expired += o.expired;
+        self.lost += o.lost;
+        self.doubled += o.doubled;
+        self.sessions += o.sessions;
+        self.generation_refused += o.generation_refused;
+        self.garbage_refused += o.garbage_refused;
+        self.responses += o.responses;
+        self.barge_ins += o.barge_ins;
+        self.unexpected += o.unexpected;
+    }
+}
+
+/// The session a client holds.
+#[derive(Debug, Clone)]
+struct Held {
+    id: String,
+    epoch: u64,
+    turn: u64,
+    generation: u64,
+}
+
+/// A chunk as sent, kept for retransmission.
+#[derive(Debug, Clone)]
+struct Sent {
+    event_id: String,
+    epoch: u64,
+    turn: u64,
+}
+
+/// What the server acknowledged for a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ack {
+    session: String,
+    epoch: u64,
+    seq: u64,
+}
+
+pub(super) struct Client {
+    idx: usize,
+    addr: SocketAddr,
+    config: Arc<Config>,
+    rng: ChaCha8Rng,
+    ws: Option<Ws>,
+    held: Option<Held>,
+    counter: u64,
+    recent: VecDeque<Sent>,
+    chunks_left: u32,
+    ledger: HashMap<String, Ack>,
+    sessions: Vec<String>,
+    tally: Tally,
+    latencies: Vec<u32>,
+    audio: String,
+}
+
+impl Client {
+    pub(super) fn new(idx: usize, addr: SocketAddr, config: Arc<Config>) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(
+            config.seed ^ (idx as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        Client {
+            idx,
+            addr,
+            config,
+            rng,
+            ws: None,
+            held: None,
+            counter: 0,
+            recent: VecDeque::new(),
+            chunks_left: 0,
+            ledger: HashMap::new(),
+            sessions: Vec::new(),
+            tally: Tally::default(),
+            latencies: Vec::new(),
+            audio: encode_audio(&[0x5a; CHUNK_BYTES]),
+        }
+    }
+
+    fn chance(&mut self, ppm: u32) -> bool {
+        self.config.faults && self.rng.next_u32() % 1_000_000 < ppm
+    }
+
+    fn range(&mut self, lo: u32, hi: u32) -> u32 {
+        lo + self.rng.next_u32() % (hi - lo + 1)
+    }
+
+    fn unexpected(&mut self, what: &str, got: &ServerEvent) {
+        tracing::warn!(client = self.idx, "{what}: unexpected {got:?}");
+        self.tally.unexpected += 1;
+    }
+
+    /// Streams until `deadline`, closes, reconciles; the tally and the
+    /// append round trips in microseconds.
+    pub(super) async fn run(mut self, deadline: Instant) -> (Tally, Vec<u32>) {
+        // Spread the clients' ticks over one interval.
+        let offset = self
+            .config
+            .chunk_interval
+            .mul_f64(f64::from(self.range(0, 1000)) / 1000.0);
+        tokio::time::sleep(offset).await;
+        let mut tick = tokio::time::interval(self.config.chunk_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while Instant::now() < deadline {
+            tick.tick().await;
+            if let Err(Gone) = self.step(deadline).await {
+                tracing::debug!(client = self.idx, "connection lost; reconnecting");
+                self.ws = None;
+            }
+        }
+        if self.finish().await.is_err() {
+            tracing::warn!(client = self.idx, "could not reconcile");
+            self.tally.unexpected += 1;
+        }
+        self.tally.sessions = self.sessions.len() as u64;
+        (self.tally, self.latencies)
+    }
+
+    async fn step(&mut self, deadline: Instant) -> Result<(), Gone> {
+        if self.ws.is_none() {
+            self.connect().await?;
+        }
+        if self.held.is_none() {
+            return self.open_new().await;
+        }
+        if self.chance(P_DROP) {
+            self.ws = None; // abrupt close: no close frame
+            self.tally.reconnects += 1;
+            self.connect().await?;
+            return self.resume(true).await;
+        }
+        let wait = self.config.grace + Duration::from_millis(500);
+        if Instant::now() + wait < deadline && self.chance(P_EXPIRE) {
+            self.ws = None;
+            tokio::time::sleep(wait).await;
+            self.tally.reconnects += 1;
+            self.connect().await?;
+            return self.resume(false).await;
+        }
+        if self.chance(P_GARBAGE) {
+            return self.garbage().await;
+        }
+        if self.chunks_left == 0 {
+            self.chunks_left = self.range(5, 20);
+        }
+        self.chunks_left -= 1;
+        self.append().await?;
+        if self.chunks_left == 0 && self.held.is_some() {
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    async fn connect(&mut self) -> Result<(), Gone> {
+        let tcp = TcpStream::connect(self.addr).await.map_err(|_| Gone)?;
+        let _ = tcp.set_nodelay(true);
+        let url = format!("ws://{}/", self.addr);
+        let (ws, _) = tokio_tungstenite::client_async(url, tcp)
+            .await
+            .map_err(|_| Gone)?;
+        self.ws = Some(ws);
+        Ok(())
+    }
+
+    async fn send(&mut self, message: Message) -> Result<(), Gone> {
+        let ws = self.ws.as_mut().ok_or(Gone)?;
+        self.tally.events += 1;
+        ws.send(message).await.map_err(|_| Gone)
+    }
+
+    async fn send_json(&mut self, value: serde_json::Value) -> Result<(), Gone> {
+        self.send(Message::text(value.to_string())).await
+    }
+
+    /// The next reply, handling the response stream's events on the way.
+    async fn reply(&mut self) -> Result<ServerEvent, Gone> {
+        loop {
+            let ws = self.ws.as_mut().ok_or(Gone)?;
+            let Ok(Some(Ok(message))) = timeout(REPLY_TIMEOUT, ws.next()).await else {
+                return Err(Gone);
+            };
+            let text = match message {
+                Message::Text(t) => t,
+                Message::Close(_) => return Err(Gone),
+                _ => continue,
+            };
+            let event: ServerEvent = match serde_json::from_str(text.as_str()) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(client = self.idx, "undecodable reply {text}: {e}");
+                    self.tally.unexpected += 1;
+                    continue;
+                }
+            };
+            match event {
+                ServerEvent::Delta { .. } => {}
+                ServerEvent::Done { .. } => self.tally.responses += 1,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    async fn open_new(&mut self) -> Result<(), Gone> {
+        self.send_json(serde_json::json!({"type": "session.open"}))
+            .await?;
+        match self.reply().await? {
+            ServerEvent::Opened {
+                session_id,
+                epoch,
+                turn,
+                generation,
+                resumed: false,
+                ..
+            } => {
+                self.sessions.push(session_id.clone());
+                self.held = Some(Held {
+                    id: session_id,
+                    epoch,
+                    turn,
+                    generation,
+                });
+                self.recent.clear();
+            }
+            other => self.unexpected("session.open", &other),
+        }
+        Ok(())
+    }
+
+    /// Resumes after a reconnect: first, sometimes, with a stale generation
+    /// (refused); then with the real one. Within grace the last chunks are
+    /// retransmitted; after grace the session is gone and a new one opens.
+    async fn resume(&mut self, within_grace: bool) -> Result<(), Gone> {
+        let Some(held) = self.held.clone() else {
+            return Ok(());
+        };
+        if self.chance(P_STALE_GENERATION) {
+            let stale = held
+                .generation
+                .checked_sub(1)
+                .unwrap_or(held.generation + 1);
+            self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "generation": stale}))
+                .await?;
+            match self.reply().await? {
+                ServerEvent::Error { kind, .. } if kind == "generation_mismatch" => {
+                    self.tally.generation_refused += 1;
+                }
+                ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+                    self.tally.expired += 1;
+                    self.held = None;
+                    return self.open_new().await;
+                }
+                other => self.unexpected("stale resume", &other),
+            }
+        }
+        self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "generation": held.generation}))
+            .await?;
+        match self.reply().await? {
+            ServerEvent::Opened {
+                epoch,
+                turn,
+                generation,
+                resumed: true,
+                ..
+            } => {
+                self.held = Some(Held {
+                    epoch: held.epoch.max(epoch),
+                    turn: held.turn.max(turn),
+                    generation,
+                    ..held
+                });
+            }
+            ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+                self.tally.expired += 1;
+                self.held = None;
+                return self.open_new().await;
+            }
+            other => {
+                self.unexpected("resume", &other);
+                self.held = None;
+                return Ok(());
+            }
+        }
+        if within_grace {
+            let k = self.range(1, RETRANSMIT_MAX as u32) as usize;
+            let from = self.recent.len().saturating_sub(k);
+            let again: Vec<Sent> = self.recent.iter().skip(from).cloned().collect();
+            for sent in again {
+                self.send_chunk(&sent).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn append(&mut self) -> Result<(), Gone> {
+        let Some(held) = &self.held else {
+            return Ok(());
+        };
+        self.counter += 1;
+        let sent = Sent {
+            event_id: format!("c{}-{}", self.idx, self.counter),
+            epoch: held.epoch,
+            turn: held.turn,
+        };
+        self.recent.push_back(sent.clone());
+        if self.recent.len() > RETRANSMIT_MAX {
+            self.recent.pop_front();
+        }
+        self.send_chunk(&sent).await
+    }
+
+    /// Sends one chunk and checks the answer against the ledger.
+    async fn send_chunk(&mut self, sent: &Sent) -> Result<(), Gone> {
+        let Some(session) = self.held.as_ref().map(|h| h.id.clone()) else {
+            return Ok(());
+        };
+        let message = serde_json::json!({
+            "type": "input.append", "event_id": sent.event_id,
+            "epoch": sent.epoch, "turn": sent.turn, "audio": self.audio,
+        });
+        let start = Instant::now();
+        self.send_json(message).await?;
+        let reply = self.reply().await?;
+        let micros = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
+        self.latencies.push(micros);
+        match reply {
+            ServerEvent::Appended {
+                event_id,
+                seq,
+                duplicate,
+                ..
+            } if event_id == sent.event_id => {
+                let ack = Ack {
+                    session,
+                    epoch: sent.epoch,
+                    seq,
+                };
+                match self.ledger.get(&event_id) {
+                    Some(before) if *before != ack || !duplicate => {
+                        tracing::warn!(client = self.idx, "{event_id}: acknowledged as {before:?}, now {ack:?} (duplicate: {duplicate})");
+                        self.tally.doubled += 1;
+                    }
+                    _ => {}
+                }
+                if duplicate {
+                    self.tally.duplicates += 1;
+                } else {
+                    self.tally.appended += 1;
+                }
+                self.ledger.insert(event_id, ack);
+            }
+            ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+                self.tally.expired += 1;
+                self.held = None;
+            }
+            // A retransmission of a turn the session has moved past.
+            ServerEvent::Error { kind, .. }
+                if kind == "fence_mismatch"
+                    && sent.turn < self.held.as_ref().map_or(0, |h| h.turn) =>
+            {
+                self.tally.stale_refused += 1;
+            }
+            other => self.unexpected("input.append", &other),
+        }
+        Ok(())
+    }
+
+    /// Ends the turn; sometimes barges in on the response, then sends a
+    /// late chunk of the cancelled epoch.
+    async fn commit(&mut self) -> Result<(), Gone> {
+        let Some(held) = self.held.clone() else {
+            return Ok(());
+        };
+        self.send_json(
+            serde_json::json!({"type": "input.commit", "epoch": held.epoch, "turn": held.turn}),
+        )
+        .await?;
+        if let Some(h) = &mut self.held {
+            h.turn += 1;
+        }
+        self.recent.clear();
+        if !self.chance(P_BARGE_IN) {
+            return Ok(());
+        }
+        self.send_json(
+            serde_json::json!({"type": "response.cancel", "epoch": held.epoch, "turn": held.turn}),
+        )
+        .await?;
+        match self.reply().await? {
+            ServerEvent::Cancelled { epoch, .. } if epoch == held.epoch + 1 => {
+                self.tally.barge_ins += 1;
+                if let Some(h) = &mut self.held {
+                    h.epoch = epoch;
+                }
+            }
+            ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+                self.tally.expired += 1;
+                self.held = None;
+                return Ok(());
+            }
+            other => {
+                self.unexpected("response.cancel", &other);
+                return Ok(());
+            }
+        }
+        if self.chance(P_LATE_CHUNK) {
+            self.counter += 1;
+            let late = serde_json::json!({
+                "type": "input.append", "event_id": format!("c{}-{}", self.idx, self.counter),
+                "epoch": held.epoch, "turn": held.turn + 1, "audio": self.audio,
+            });
+            self.send_json(late).await?;
+            match self.reply().await? {
+                ServerEvent::Error { kind, .. } if kind == "fence_mismatch" => {
+                    self.tally.stale_refused += 1;
+                }
+                other => self.unexpected("late chunk of a cancelled epoch", &other),
+            }
+        }
+        Ok(())
+    }
+
+    /// One message the server must refuse without dropping the connection.
+    async fn garbage(&mut self) -> Result<(), Gone> {
+        let (message, kind) = match self.range(0, 5) {
+            0 => (Message::text("{\"type\": \"input.append\", "), "malformed"),
+            1 => (
+                Message::text(r#"{"type":"session.explode"}"#),
+                "unknown_type",
+            ),
+            2 => (Message::text("x".repeat(MAX_MESSAGE + 1)), "too_large"),
+            3 => (
+                Message::binary(vec![0xde, 0xad, 0xbe, 0xef]),
+                "binary_unsupported",
+            ),
+            4 => {
+                let held = self
+                    .held
+                    .clone()
+                    .map(|h| (h.epoch, h.turn))
+                    .unwrap_or_default();
+                let m = serde_json::json!({"type": "input.append", "event_id": "bad-audio",
+                    "epoch": held.0, "turn": held.1, "audio": "%%% not base64 %%%"});
+                (Message::text(m.to_string()), "invalid_audio")
+            }
+            _ => {
+                let held = self
+                    .held
+                    .clone()
+                    .map(|h| (h.epoch, h.turn))
+                    .unwrap_or_default();
+                let m = serde_json::json!({"type": "input.append", "event_id": "e".repeat(40),
+                    "epoch": held.0, "turn": held.1, "audio": ""});
+                (Message::text(m.to_string()), "invalid_id")
+            }
+        };
+        self.send(message).await?;
+        match self.reply().await? {
+            ServerEvent::Error { kind: got, .. } if got == kind => self.tally.garbage_refused += 1,
+            other => self.unexpected(kind, &other),
+        }
+        Ok(())
+    }
+
+    /// Closes the session and reconciles the ledger with the server's log
+    /// of every session this client used.
+    async fn finish(&mut self) -> Result<(), Gone> {
+        if self.ws.is_none() {
+            self.connect().await?;
+            if self.held.is_some() {
+                self.resume(false).await?;
+            }
+        }
+        if self.held.is_some() {
+            self.send_json(serde_json::json!({"type": "session.close"}))
+                .await?;
+            match self.reply().await? {
+                ServerEvent::Closed { .. } => {}
+                ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+                    self.tally.expired += 1
+                }
+                other => self.unexpected("session.close", &other),
+            }
+            self.held = None;
+        }
+        let mut applied: HashMap<String, Vec<Ack>> = HashMap::new();
+        for session in self.sessions.clone() {
+            self.send_json(serde_json::json!({"type": "session.audit", "session_id": session}))
+                .await?;
+            match self.reply().await? {
+                ServerEvent::Audit { applied: log, .. } => {
+                    for (epoch, seq, event_id) in log {
+                        applied.entry(event_id).or_default().push(Ack {
+                            session: session.clone(),
+                            epoch,
+                            seq,
+                        });
+                    }
+                }
+                other => self.unexpected("session.audit", &other),
+            }
+        }
+        for (event_id, times) in &applied {
+            if times.len() > 1 {
+                tracing::warn!(
+                    client = self.idx,
+                    "{event_id} applied {} times: {times:?}",
+                    times.len()
+                );
+                self.tally.doubled += times.len() as u64 - 1;
+            }
+        }
+        for (event_id, ack) in &self.ledger {
+            if !applied.get(event_id).is_some_and(|t| t.contains(ack)) {
+                tracing::warn!(
+                    client = self.idx,
+                    "{event_id} acknowledged as {ack:?}, not in the log"
+                );
+                self.tally.lost += 1;
+            }
+        }
+        if let Some(mut ws) = self.ws.take() {
+            let _ = ws.close(None).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! The gateway's counters: atomics updated on the hot path, read as one
+//! [`Counters`] value for `admin.stats` and the shutdown line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// The gateway's counters since it started.
+        ///
+        /// ```
+        /// let c = duplex_gateway::stats::Counters::default();
+        /// assert_eq!(c.appended, 0);
+        /// assert!(c.line().starts_with("gateway: connections=0 "));
+        /// ```
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Counters {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        /// The live counters (relaxed atomics: each is a tally, none orders
+        /// memory for another).
+        #[derive(Debug, Default)]
+        pub(crate) struct Stats {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        impl Stats {
+            pub(crate) fn read(&self) -> Counters {
+                Counters { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+
+        impl Counters {
+            /// The counters as one `gateway: name=value ...` line.
+            pub fn line(&self) -> String {
+                let mut out = String::from("gateway:");
+                $(out.push_str(&format!(" {}={}", stringify!($name), self.$name));)*
+                out
+            }
+        }
+    };
+}
+
+counters! {
+    /// WebSocket connections accepted.
+    connections,
+    /// Sessions opened.
+    opened,
+    /// Sessions resumed (after a drop, or taken over by a new connection).
+    resumed,
+    /// Chunks appended.
+    appended,
+    /// Appends answered from the completed-append cache.
+    duplicates,
+    /// Operations refused for a stale fence.
+    fence_refused,
+    /// Other refusals (`error` events sent).
+    refused,
+    /// Connections that ended without `session.close` while holding a
+    /// session (the session was detached).
+    detached,
+    /// Engine requests bound (one per response).
+    requests_bound,
+    /// Responses that completed (request released by the engine).
+    responses_done,
+    /// Requests released by barge-in.
+    requests_cancelled,
+    /// Requests released by `session.close` or shutdown.
+    requests_closed,
+    /// Requests released by expiry.
+    requests_expired,
+    /// Sessions closed by the client.
+    closed,
+    /// Sessions expired (idle TTL or disconnect grace).
+    expired,
+    /// Sessions closed at shutdown.
+    shutdown_closed,
+}
+
+/// Adds one.
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds `n`.
+pub(crate) fn add(counter: &AtomicU64, n: usize) {
+    counter.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// Requests bound and not (yet) released by the engine, a barge-in, a
+    /// close or an expiry. Zero once every session is gone.
+    ///
+    /// ```
+    /// let c = duplex_gateway::stats::Counters { requests_bound: 3, responses_done: 2, requests_cancelled: 1, ..Default::default() };
+    /// assert_eq!(c.requests_outstanding(), 0);
+    /// ```
+    pub fn requests_outstanding(&self) -> i128 {
+        i128::from(self.requests_bound)
+            - i128::from(self.responses_done)
+            - i128::from(self.requests_cancelled)
+            - i128::from(self.requests_closed)
+            - i128::from(self.requests_expired)
+    }
+}

@@ -1,0 +1,405 @@
+//! The gateway over real sockets on loopback: a scripted conversation that
+//! checks every event of the protocol, a small load with every fault
+//! (nothing lost, nothing applied twice), and shutdown releasing what is
+//! left.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use duplex_gateway::loadgen::{self, Report};
+use duplex_gateway::protocol::{encode_audio, ServerEvent, MAX_MESSAGE};
+use duplex_gateway::{Config, Gateway};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A gateway on an ephemeral loopback port, stopped by the sender.
+async fn start(
+    config: Config,
+) -> (
+    Arc<Gateway>,
+    String,
+    oneshot::Sender<()>,
+    JoinHandle<duplex_gateway::stats::Counters>,
+) {
+    let gw = Gateway::new(config).expect("valid config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(Arc::clone(&gw).serve(listener, async {
+        let _ = stopped.await;
+    }));
+    (gw, url, stop, server)
+}
+
+fn audit_config() -> Config {
+    Config {
+        audit: true,
+        grace: Duration::from_secs(1),
+        deltas: 2,
+        delta_interval: Duration::from_millis(2),
+        ..Config::default()
+    }
+}
+
+async fn send(ws: &mut Ws, value: serde_json::Value) {
+    ws.send(Message::text(value.to_string()))
+        .await
+        .expect("send");
+}
+
+async fn next(ws: &mut Ws) -> ServerEvent {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a reply within 10 s")
+            .expect("connection open")
+            .expect("no transport error");
+        if let Message::Text(t) = m {
+            return serde_json::from_str(t.as_str()).expect("valid server event");
+        }
+    }
+}
+
+/// The next reply that is not part of a response stream.
+async fn reply(ws: &mut Ws) -> ServerEvent {
+    loop {
+        match next(ws).await {
+            ServerEvent::Delta { .. } | ServerEvent::Done { .. } => {}
+            other => return other,
+        }
+    }
+}
+
+fn kind(e: &ServerEvent) -> &str {
+    match e {
+        ServerEvent::Error { kind, .. } => kind,
+        _ => "not an error",
+    }
+}
+
+fn chunk(event_id: &str, epoch: u64, turn: u64) -> serde_json::Value {
+    json!({"type": "input.append", "event_id": event_id, "epoch": epoch, "turn": turn, "audio": encode_audio(&[1; 640])})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_walks_every_event_of_the_protocol() {
+    let (gw, url, stop, server) = start(audit_config()).await;
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connect");
+
+    // Open.
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "call-1"}),
+    )
+    .await;
+    let ServerEvent::Opened {
+        session_id,
+        generation,
+        resumed: false,
+        epoch: 0,
+        turn: 0,
+        ..
+    } = reply(&mut ws).await
+    else {
+        panic!("expected session.opened");
+    };
+    assert_eq!((session_id.as_str(), generation), ("call-1", 0));
+    send(&mut ws, json!({"type": "session.open"})).await;
+    assert_eq!(kind(&reply(&mut ws).await), "already_open");
+
+    // Appends, and a retransmission answered from the cache.
+    for (i, id) in ["a", "b"].iter().enumerate() {
+        send(&mut ws, chunk(id, 0, 0)).await;
+        let expected = ServerEvent::Appended {
+            event_id: (*id).into(),
+            seq: i as u64 + 1,
+            turn_seq: i as u64 + 1,
+            duplicate: false,
+        };
+        assert_eq!(reply(&mut ws).await, expected);
+    }
+    send(&mut ws, chunk("a", 0, 0)).await;
+    assert_eq!(
+        reply(&mut ws).await,
+        ServerEvent::Appended {
+            event_id: "a".into(),
+            seq: 1,
+            turn_seq: 1,
+            duplicate: true
+        }
+    );
+
+    // Commit: the response streams, then completes.
+    send(
+        &mut ws,
+        json!({"type": "input.commit", "epoch": 0, "turn": 0}),
+    )
+    .await;
+    let ServerEvent::Delta {
+        request_id,
+        index: 0,
+        ..
+    } = next(&mut ws).await
+    else {
+        panic!("expected a delta")
+    };
+    assert!(matches!(
+        next(&mut ws).await,
+        ServerEvent::Delta { index: 1, .. }
+    ));
+    assert_eq!(
+        next(&mut ws).await,
+        ServerEvent::Done {
+            request_id,
+            epoch: 0,
+            turn: 0
+        }
+    );
+
+    // Commit, then barge in: the response is cancelled and listed.
+    send(&mut ws, chunk("c", 0, 1)).await;
+    assert!(matches!(
+        reply(&mut ws).await,
+        ServerEvent::Appended {
+            seq: 3,
+            turn_seq: 1,
+            ..
+        }
+    ));
+    send(
+        &mut ws,
+        json!({"type": "input.commit", "epoch": 0, "turn": 1}),
+    )
+    .await;
+    send(
+        &mut ws,
+        json!({"type": "response.cancel", "epoch": 0, "turn": 1}),
+    )
+    .await;
+    let ServerEvent::Cancelled {
+        epoch: 1,
+        turn: 1,
+        request_ids,
+    } = reply(&mut ws).await
+    else {
+        panic!("expected response.cancelled");
+    };
+    assert_eq!(request_ids.len(), 1);
+    // A late chunk of the cancelled epoch is refused; the new epoch starts
+    // its own sequence.
+    send(&mut ws, chunk("late", 0, 1)).await;
+    let late = reply(&mut ws).await;
+    assert_eq!(kind(&late), "fence_mismatch");
+    assert!(matches!(late, ServerEvent::Error { event_id: Some(ref e), .. } if e == "late"));
+    send(&mut ws, chunk("d", 1, 2)).await;
+    assert!(matches!(
+        reply(&mut ws).await,
+        ServerEvent::Appended { seq: 1, .. }
+    ));
+
+    // Garbage of every kind is refused and the connection stays usable.
+    for (message, expected) in [
+        (Message::text("{"), "malformed"),
+        (Message::text(r#"{"type":"nope"}"#), "unknown_type"),
+        (Message::text("x".repeat(MAX_MESSAGE + 1)), "too_large"),
+        (Message::binary(vec![1, 2, 3]), "binary_unsupported"),
+        (
+            Message::text(chunk("e", 1, 2).to_string().replace("AQEB", "%%%%")),
+            "invalid_audio",
+        ),
+        (
+            Message::text(chunk(&"x".repeat(33), 1, 2).to_string()),
+            "invalid_id",
+        ),
+        (
+            Message::text(json!({"type": "session.open", "generation": 1}).to_string()),
+            "already_open",
+        ),
+    ] {
+        ws.send(message).await.expect("send");
+        assert_eq!(kind(&reply(&mut ws).await), expected);
+    }
+
+    // Drop the socket: the session waits for a resume. A stale generation
+    // is refused; the right one resumes where the session was.
+    drop(ws);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("reconnect");
+    send(&mut ws, chunk("early", 1, 2)).await;
+    assert_eq!(kind(&reply(&mut ws).await), "no_session");
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "call-1", "generation": 7}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut ws).await), "generation_mismatch");
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "call-1", "generation": 0}),
+    )
+    .await;
+    assert_eq!(
+        reply(&mut ws).await,
+        ServerEvent::Opened {
+            session_id: "call-1".into(),
+            incarnation: 0,
+            epoch: 1,
+            turn: 2,
+            generation: 1,
+            resumed: true
+        }
+    );
+    send(&mut ws, chunk("d", 1, 2)).await;
+    assert!(matches!(
+        reply(&mut ws).await,
+        ServerEvent::Appended {
+            seq: 1,
+            duplicate: true,
+            ..
+        }
+    ));
+
+    // The audit log holds every chunk applied, once, in order.
+    send(
+        &mut ws,
+        json!({"type": "session.audit", "session_id": "call-1"}),
+    )
+    .await;
+    let ServerEvent::Audit { applied, .. } = reply(&mut ws).await else {
+        panic!("expected session.audit")
+    };
+    let ids: Vec<(u64, u64, &str)> = applied
+        .iter()
+        .map(|(e, s, id)| (*e, *s, id.as_str()))
+        .collect();
+    assert_eq!(ids, [(0, 1, "a"), (0, 2, "b"), (0, 3, "c"), (1, 1, "d")]);
+
+    // Close.
+    send(&mut ws, json!({"type": "session.close"})).await;
+    assert_eq!(
+        reply(&mut ws).await,
+        ServerEvent::Closed {
+            session_id: "call-1".into(),
+            request_ids: vec![]
+        }
+    );
+    send(&mut ws, json!({"type": "admin.stats"})).await;
+    let ServerEvent::Stats {
+        sessions: 0,
+        counters,
+    } = reply(&mut ws).await
+    else {
+        panic!("expected admin.stats")
+    };
+    assert_eq!(
+        (
+            counters.appended,
+            counters.duplicates,
+            counters.responses_done
+        ),
+        (4, 2, 1)
+    );
+    assert_eq!(
+        (counters.requests_cancelled, counters.requests_outstanding()),
+        (1, 0)
+    );
+
+    drop(ws);
+    stop.send(()).expect("server running");
+    let counters = server.await.expect("server task");
+    assert_eq!(counters.closed, 1);
+    assert_eq!(gw.sessions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
+    let (gw, url, stop, server) = start(audit_config()).await;
+    let mut config = loadgen::Config::new(url, 50, Duration::from_secs(5));
+    config.grace = Duration::from_secs(1);
+    let report: Report = loadgen::run(config).await.expect("loopback url");
+    println!("{}\n{}", report.detail(), report.line());
+    assert_eq!((report.lost, report.doubled), (0, 0), "{}", report.line());
+    assert_eq!(report.unexpected, 0, "{}", report.detail());
+    // Every fault happened.
+    assert!(report.reconnects > 0 && report.expired > 0 && report.duplicates > 0);
+    assert!(report.stale_refused > 0 && report.generation_refused > 0);
+    assert!(report.garbage_refused > 0 && report.barge_ins > 0 && report.responses > 0);
+    assert!(report.appended > 1_000, "{}", report.line());
+
+    stop.send(()).expect("server running");
+    let counters = server.await.expect("server task");
+    // The server's view agrees with the clients' ledgers.
+    assert_eq!(counters.appended, report.appended);
+    assert_eq!(counters.duplicates, report.duplicates);
+    assert_eq!(counters.opened, report.sessions);
+    assert_eq!(counters.expired, report.expired);
+    // Every engine request was released exactly once, and nothing is left.
+    assert_eq!(counters.requests_outstanding(), 0, "{}", counters.line());
+    assert_eq!(gw.sessions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_every_session_and_releases_its_requests() {
+    let config = Config {
+        delta_interval: Duration::from_secs(60),
+        ..audit_config()
+    };
+    let (gw, url, stop, server) = start(config).await;
+    let mut clients = Vec::new();
+    for i in 0..3 {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .expect("connect");
+        send(&mut ws, json!({"type": "session.open"})).await;
+        assert!(matches!(reply(&mut ws).await, ServerEvent::Opened { .. }));
+        send(&mut ws, chunk(&format!("e{i}"), 0, 0)).await;
+        assert!(matches!(reply(&mut ws).await, ServerEvent::Appended { .. }));
+        // A response that will not finish before shutdown.
+        send(
+            &mut ws,
+            json!({"type": "input.commit", "epoch": 0, "turn": 0}),
+        )
+        .await;
+        clients.push(ws);
+    }
+    // One client drops: its session waits in grace.
+    drop(clients.pop());
+    send(&mut clients[0], json!({"type": "admin.stats"})).await;
+    assert!(matches!(
+        reply(&mut clients[0]).await,
+        ServerEvent::Stats { sessions: 3, .. }
+    ));
+
+    stop.send(()).expect("server running");
+    // The connected clients are told, with a close frame.
+    for ws in &mut clients {
+        let closed = loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => break frame,
+                Some(Ok(_)) => {}
+                other => panic!("expected a close frame, got {other:?}"),
+            }
+        };
+        assert_eq!(
+            closed.map(|f| f.reason.to_string()).as_deref(),
+            Some("server shutting down")
+        );
+    }
+    let counters = server.await.expect("server task");
+    assert_eq!(counters.shutdown_closed, 3);
+    assert_eq!((counters.requests_bound, counters.requests_closed), (3, 3));
+    assert_eq!(counters.requests_outstanding(), 0);
+    assert_eq!(gw.sessions(), 0);
+}
