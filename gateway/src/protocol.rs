@@ -18,6 +18,10 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// (WebSocket close code 1009), so no client can make the server buffer more.
 pub const MAX_FRAME: usize = 1024 * 1024;
 
+/// Each side's WebSocket read buffer (larger messages still arrive whole;
+/// the buffer grows for them).
+pub const READ_BUFFER: usize = 4 * 1024;
+
 /// The largest decoded audio chunk accepted in one `input.append` (a 20 ms
 /// chunk of 16 kHz 16-bit mono audio is 640 bytes).
 pub const MAX_AUDIO: usize = 16 * 1024;

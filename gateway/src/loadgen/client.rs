@@ -11,11 +11,12 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use super::Config;
-use crate::protocol::{encode_audio, ServerEvent, MAX_MESSAGE};
+use crate::protocol::{encode_audio, ServerEvent, MAX_MESSAGE, READ_BUFFER};
 
 /// How long a client waits for a reply before it counts the connection as
 /// broken.
@@ -224,7 +225,8 @@ impl Client {
         let tcp = TcpStream::connect(self.addr).await.map_err(|_| Gone)?;
         let _ = tcp.set_nodelay(true);
         let url = format!("ws://{}/", self.addr);
-        let (ws, _) = tokio_tungstenite::client_async(url, tcp)
+        let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
+        let (ws, _) = tokio_tungstenite::client_async_with_config(url, tcp, Some(config))
             .await
             .map_err(|_| Gone)?;
         self.ws = Some(ws);
