@@ -20,6 +20,26 @@ pub(crate) fn rotate_out<T>(column: &mut [T], from: usize, len: usize) {
     }
 }
 
+/// Writes `value` at row `len` and moves it to row `to`, shifting rows
+/// `to..len` one place back: the inverse of [`rotate_out`]. Does nothing
+/// if `to..=len` is not a range of `column`.
+pub(crate) fn rotate_in<T>(column: &mut [T], to: usize, len: usize, value: T) {
+    let Some(mut rest) = column.get_mut(to..=len) else {
+        return;
+    };
+    if let Some(last) = rest.last_mut() {
+        *last = value;
+    }
+    // Bubble the last element to the front, one neighbour at a time.
+    while let Some((last, head)) = core::mem::take(&mut rest).split_last_mut() {
+        let Some(prev) = head.last_mut() else {
+            break;
+        };
+        core::mem::swap(last, prev);
+        rest = head;
+    }
+}
+
 /// Swaps rows `to` and `from` (`to < from`) of `column`; does nothing if
 /// either is not a row. The building block of a single-pass, order-keeping
 /// compaction.
@@ -34,7 +54,18 @@ pub(crate) fn swap_down<T>(column: &mut [T], to: usize, from: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{rotate_out, swap_down};
+    use super::{rotate_in, rotate_out, swap_down};
+
+    #[test]
+    fn rotates_one_row_in_and_keeps_the_order() {
+        let mut c = [1, 3, 4, 0, 0];
+        rotate_in(&mut c, 1, 3, 2);
+        assert_eq!(c, [1, 2, 3, 4, 0]);
+        rotate_in(&mut c, 0, 4, 0);
+        assert_eq!(c, [0, 1, 2, 3, 4]);
+        rotate_in(&mut c, 2, 5, 9); // row 5 is not in the column
+        assert_eq!(c, [0, 1, 2, 3, 4]);
+    }
 
     #[test]
     fn swaps_down_only_within_the_column() {

@@ -4,7 +4,7 @@
 //! limit evicts the oldest, never fails.
 
 use crate::append::Finality;
-use crate::columns::rotate_out;
+use crate::columns::{rotate_in, rotate_out, swap_down};
 use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
 use crate::id::Id;
@@ -18,6 +18,11 @@ const FINAL: u8 = 1 << 3;
 /// lookup (which validates its fence) matches only records that have it.
 const OWN_IDENTITY: u8 = 1 << 4;
 
+/// `meta` bits 0..5: the mode, [`FINAL`] and [`OWN_IDENTITY`].
+const FLAGS: u8 = 0b1_1111;
+/// `meta` bits 5..8: how many of the row's results are set (`K <= 7`).
+const COUNT_SHIFT: u8 = 5;
+
 /// The metadata byte: mode index (bits 0..3), finality, identity.
 fn meta(mode: InputMode, finality: Finality, own_identity: bool) -> u8 {
     let mut m = mode.index();
@@ -30,25 +35,42 @@ fn meta(mode: InputMode, finality: Finality, own_identity: bool) -> u8 {
     m
 }
 
-/// The records, stored column by column (no per-record padding; 91 bytes
-/// a record with the default profile). Rows `0..len` are live, oldest
-/// first.
+/// The records, stored column by column in a ring of `D` slots (no
+/// per-record padding; 90 bytes a record with the default profile, and one
+/// more for the index). Record `i`, oldest first, is in slot `(head + i) %
+/// D`, so evicting the oldest moves nothing. `sorted` lists the live
+/// records' slots in op-id order, so a lookup is a binary search: 8 id
+/// comparisons in a full window of 256, 3 in one of 8.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
     ops: [Id<L>; D],
     positions: [Position; D],
     results: [[i64; K]; D],
-    /// How many of each row's `results` are set (`<= K <= 255`).
-    counts: [u8; D],
+    /// Mode, flags and results count of each slot.
     metas: [u8; D],
-    len: u8,
-    /// Runtime limit in `1..=D`.
-    limit: u8,
+    /// The live records' slots in op-id order: `sorted[..len]`.
+    sorted: [u8; D],
+    /// The oldest record's slot.
+    head: u8,
+    /// The runtime limit (in `1..=D`) less one, so that 256 fits a byte.
+    limit_less_one: u8,
+    len: u16,
 }
 
 impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
-    pub(crate) const fn new(limit: u8) -> Self {
+    /// Compile-time checks: slots fit a byte, counts fit three bits.
+    const LAYOUT_OK: () = {
+        assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
+        assert!(
+            K <= 7,
+            "K (stage results of a completed append) must be at most 7"
+        );
+    };
+
+    /// An empty cache; `limit` must be in `1..=D` (checked by the caller).
+    pub(crate) const fn new(limit: u16) -> Self {
+        let () = Self::LAYOUT_OK;
         Completed {
             ops: [const { Id::UNUSED }; D],
             positions: [Position {
@@ -57,47 +79,83 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
                 response: 0,
             }; D],
             results: [[0; K]; D],
-            counts: [0; D],
             metas: [0; D],
+            sorted: [0; D],
+            head: 0,
+            limit_less_one: limit.saturating_sub(1) as u8,
             len: 0,
-            limit,
         }
     }
 
     pub(crate) fn limit(&self) -> usize {
-        usize::from(self.limit)
+        usize::from(self.limit_less_one) + 1
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.len)
     }
 
     pub(crate) fn clear(&mut self) {
         self.len = 0;
+        self.head = 0;
     }
 
     /// Empties the cache and sets a new limit (already checked).
-    pub(crate) fn reset(&mut self, limit: u8) {
-        self.len = 0;
-        self.limit = limit;
+    pub(crate) fn reset(&mut self, limit: u16) {
+        self.clear();
+        self.limit_less_one = limit.saturating_sub(1) as u8;
     }
 
-    pub(crate) fn ops(&self) -> impl Iterator<Item = &Id<L>> {
-        self.ops.iter().take(usize::from(self.len))
+    /// The slot of record `i` (0 = oldest).
+    #[inline]
+    fn slot(&self, i: usize) -> usize {
+        (usize::from(self.head) + i) % D
     }
 
+    /// The record index (0 = oldest) of `slot`.
+    #[inline]
+    fn age(&self, slot: usize) -> usize {
+        (slot + D - usize::from(self.head)) % D
+    }
+
+    /// Where `op` is in `sorted`: `Ok(position)` if recorded, else
+    /// `Err(position)` where it would go.
+    #[inline]
+    fn search(&self, op: &Id<L>) -> Result<usize, usize> {
+        let live = self.sorted.get(..self.len()).unwrap_or_default();
+        live.binary_search_by(|&slot| {
+            self.ops
+                .get(usize::from(slot))
+                .map_or(core::cmp::Ordering::Less, |o| o.cmp(op))
+        })
+    }
+
+    /// The slot of `op`, if recorded.
     #[inline]
     fn find(&self, op: &Id<L>) -> Option<usize> {
-        self.ops().position(|o| o == op)
+        let at = self.search(op).ok()?;
+        self.sorted.get(at).map(|&slot| usize::from(slot))
+    }
+
+    /// The recorded op ids, oldest first.
+    pub(crate) fn ops(&self) -> impl Iterator<Item = &Id<L>> {
+        (0..self.len()).filter_map(|i| self.ops.get(self.slot(i)))
     }
 
     /// The records `(op, position, results, meta byte)`, oldest first, for
-    /// snapshots.
+    /// snapshots (the meta byte without the results count).
     #[cfg(feature = "serde")]
     pub(crate) fn records(&self) -> impl Iterator<Item = (&Id<L>, Position, &[i64], u8)> {
-        (0..usize::from(self.len)).filter_map(|i| {
-            let count = usize::from(*self.counts.get(i)?);
+        (0..self.len()).filter_map(|i| {
+            let slot = self.slot(i);
+            let meta = *self.metas.get(slot)?;
             Some((
-                self.ops.get(i)?,
-                *self.positions.get(i)?,
-                self.results.get(i)?.get(..count)?,
-                *self.metas.get(i)?,
+                self.ops.get(slot)?,
+                *self.positions.get(slot)?,
+                self.results
+                    .get(slot)?
+                    .get(..usize::from(meta >> COUNT_SHIFT))?,
+                meta & FLAGS,
             ))
         })
     }
@@ -107,7 +165,7 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     /// meta byte a mode and known flags, at most `K` results each.
     #[cfg(feature = "serde")]
     pub(crate) fn from_records<'a>(
-        limit: u8,
+        limit: u16,
         records: impl Iterator<Item = (Id<L>, Position, &'a [i64], u8)>,
     ) -> Result<Self, &'static str> {
         if limit == 0 || usize::from(limit) > D {
@@ -155,36 +213,69 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
-        let Some(i) = self.find(op) else {
+        let Some(slot) = self.find(op) else {
             return Ok(None);
         };
-        let matches = self.metas.get(i) == Some(&meta(mode, finality, true))
-            && self.positions.get(i) == Some(&fence.position());
+        let m = self.metas.get(slot).copied().unwrap_or_default();
+        let matches = m & FLAGS == meta(mode, finality, true)
+            && self.positions.get(slot) == Some(&fence.position());
         if !matches {
             return Err(Error::OperationReused);
         }
-        let count = self.counts.get(i).map_or(0, |c| usize::from(*c));
+        let count = usize::from(m >> COUNT_SHIFT);
         Ok(Some(
             self.results
-                .get(i)
+                .get(slot)
                 .and_then(|r| r.get(..count))
                 .unwrap_or_default(),
         ))
     }
 
-    /// Moves rows `from+1..len` one place towards the front, dropping row
-    /// `from`.
-    fn remove(&mut self, from: usize) {
-        let len = usize::from(self.len);
-        if from >= len {
+    /// Drops the oldest record: its slot leaves the ring's front.
+    fn evict_oldest(&mut self) {
+        if self.len == 0 {
             return;
         }
-        rotate_out(&mut self.ops, from, len);
-        rotate_out(&mut self.positions, from, len);
-        rotate_out(&mut self.results, from, len);
-        rotate_out(&mut self.counts, from, len);
-        rotate_out(&mut self.metas, from, len);
-        self.len = self.len.saturating_sub(1);
+        let (slot, len) = (usize::from(self.head), self.len());
+        if let Some(op) = self.ops.get(slot) {
+            if let Ok(at) = self.search(op) {
+                rotate_out(&mut self.sorted, at, len);
+            }
+        }
+        self.head = (self.slot(1)) as u8;
+        self.len -= 1;
+    }
+
+    /// Drops the record in `slot`, keeping the order of the others: the
+    /// younger records each move one slot towards the front (the rare path
+    /// of re-recording an op id).
+    fn remove(&mut self, slot: usize) {
+        let len = self.len();
+        let age = self.age(slot);
+        if age >= len {
+            return;
+        }
+        if let Some(op) = self.ops.get(slot) {
+            if let Ok(at) = self.search(op) {
+                rotate_out(&mut self.sorted, at, len);
+            }
+        }
+        for i in age..len - 1 {
+            let (to, from) = (self.slot(i), self.slot(i + 1));
+            swap_slots(&mut self.ops, to, from);
+            swap_slots(&mut self.positions, to, from);
+            swap_slots(&mut self.results, to, from);
+            swap_slots(&mut self.metas, to, from);
+        }
+        self.len -= 1;
+        // The younger records' slots moved one towards the front.
+        let (head, live) = (usize::from(self.head), self.len());
+        for s in self.sorted.iter_mut().take(live) {
+            let moved = (usize::from(*s) + D - head) % D > age;
+            if moved {
+                *s = ((usize::from(*s) + D - 1) % D) as u8;
+            }
+        }
     }
 
     /// `record_completed`: insert or replace as newest, evict the oldest
@@ -206,29 +297,114 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
                 capacity: K,
             });
         };
-        if let Some(i) = self.find(op) {
-            self.remove(i);
-        } else if self.len >= self.limit {
-            self.remove(0);
+        if let Some(slot) = self.find(op) {
+            self.remove(slot);
+        } else if self.len() >= self.limit() {
+            self.evict_oldest();
         }
         // Room was made above: len < limit <= D.
-        let i = usize::from(self.len);
-        if let (Some(o), Some(p), Some(r), Some(c), Some(m)) = (
-            self.ops.get_mut(i),
-            self.positions.get_mut(i),
-            self.results.get_mut(i),
-            self.counts.get_mut(i),
-            self.metas.get_mut(i),
+        let len = self.len();
+        let slot = self.slot(len);
+        let Err(at) = self.search(op) else {
+            return Ok(());
+        };
+        if let (Some(o), Some(p), Some(r), Some(m)) = (
+            self.ops.get_mut(slot),
+            self.positions.get_mut(slot),
+            self.results.get_mut(slot),
+            self.metas.get_mut(slot),
         ) {
             o.clone_from(op);
             *p = fence.position();
             if let Some(dst) = r.get_mut(..results.len()) {
                 dst.copy_from_slice(results);
             }
-            *c = count;
-            *m = meta(mode, finality, own_identity);
+            *m = meta(mode, finality, own_identity) | (count << COUNT_SHIFT);
+            rotate_in(&mut self.sorted, at, len, slot as u8);
             self.len += 1;
         }
         Ok(())
+    }
+}
+
+/// Swaps slots `a` and `b` of a column; nothing if either is not a slot.
+fn swap_slots<T>(column: &mut [T], a: usize, b: usize) {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    swap_down(column, lo, hi);
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec::Vec;
+
+    use super::Completed;
+    use crate::append::Finality;
+    use crate::fence::Fence;
+    use crate::id::Id;
+    use crate::mode::InputMode;
+
+    const AUDIO: InputMode = InputMode::AppendAudioChunk;
+
+    /// The cache against a plain list (oldest first) under random records,
+    /// re-records, lookups and clears: the ring wraps, the index follows.
+    fn matches_a_list<const D: usize>(limit: u16, steps: usize, seed: u64) {
+        let mut x = seed;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let fence = Fence::<16>::new(Id::new("s").unwrap(), 0);
+        let mut cache = Completed::<D, 16, 1>::new(limit);
+        let mut model: Vec<(Id<16>, i64)> = Vec::new();
+        for step in 0..steps {
+            let op = Id::<16>::new(&std::format!("op-{}", next(3 * u64::from(limit)))).unwrap();
+            match next(10) {
+                0 => {
+                    cache.clear();
+                    model.clear();
+                }
+                1..=5 => {
+                    let value = i64::try_from(step).unwrap();
+                    cache
+                        .record(true, &fence, &op, AUDIO, Finality::Partial, &[value])
+                        .unwrap();
+                    model.retain(|(o, _)| *o != op);
+                    if model.len() >= usize::from(limit) {
+                        model.remove(0);
+                    }
+                    model.push((op.clone(), value));
+                }
+                _ => {}
+            }
+            let expected = model
+                .iter()
+                .find(|(o, _)| *o == op)
+                .map(|(_, v)| std::vec![*v]);
+            let got = cache
+                .lookup(&fence, &op, AUDIO, Finality::Partial)
+                .unwrap()
+                .map(<[i64]>::to_vec);
+            assert_eq!(got, expected, "step {step}, op {op}");
+            let ops: Vec<&Id<16>> = cache.ops().collect();
+            let want: Vec<&Id<16>> = model.iter().map(|(o, _)| o).collect();
+            assert_eq!(ops, want, "step {step}: order");
+        }
+    }
+
+    #[test]
+    fn a_full_window_of_256_behaves_as_a_list() {
+        matches_a_list::<256>(256, 20_000, 0x2545_f491_4f6c_dd1d);
+    }
+
+    #[test]
+    fn a_runtime_limit_below_the_capacity_behaves_as_a_list() {
+        matches_a_list::<256>(100, 10_000, 7);
+        matches_a_list::<8>(8, 5_000, 11);
+        matches_a_list::<8>(3, 5_000, 13);
+        matches_a_list::<1>(1, 1_000, 17);
     }
 }

@@ -256,7 +256,7 @@ impl<
         options: OpenOptions<SC, RC>,
         now: Instant,
     ) -> Result<Self, Error> {
-        let limit_byte = Self::completed_limit_of(&options)?;
+        let limit = Self::completed_limit_of(&options)?;
         debug!("duplex session {=str}: open", fence.session.as_str());
         Ok(Session {
             state: Open,
@@ -265,7 +265,7 @@ impl<
             modes: options.modes,
             cursor: Cursor::default(),
             requests: Requests::new(),
-            completed: Completed::new(limit_byte),
+            completed: Completed::new(limit),
             config_generation: 0,
             session_config: options.session_config,
             runtime_config: options.runtime_config,
@@ -344,10 +344,10 @@ impl<
     > Session<S, SC, RC, R, B, D, A, L, K>
 {
     /// The completed-append limit `options` asks for, checked against `D`.
-    fn completed_limit_of(options: &OpenOptions<SC, RC>) -> Result<u8, Error> {
+    fn completed_limit_of(options: &OpenOptions<SC, RC>) -> Result<u16, Error> {
         let () = Self::PROFILE_OK;
         let limit = options.completed_limit.unwrap_or(D);
-        u8::try_from(limit)
+        u16::try_from(limit)
             .ok()
             .filter(|l| *l >= 1 && limit <= D)
             .ok_or(Error::InvalidConfig {
@@ -357,13 +357,15 @@ impl<
             })
     }
 
-    /// Compile-time checks of the capacity profile (tables use `u8` lengths).
+    /// Compile-time checks of the capacity profile (tables use `u8` lengths;
+    /// the completed-append ring uses `u8` slots and packs each record's
+    /// results count into three bits).
     const PROFILE_OK: () = {
         assert!(R >= 1 && R <= 255, "R (request resources) must be 1..=255");
         assert!(B >= 1 && B <= 255, "B (stage bindings) must be 1..=255");
-        assert!(D >= 1 && D <= 255, "D (completed appends) must be 1..=255");
+        assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
         assert!(A >= 1 && A <= 255, "A (active operations) must be 1..=255");
-        assert!(K <= 255, "K (stage results) must be at most 255");
+        assert!(K <= 7, "K (stage results) must be at most 7");
         assert!(L >= 1 && L <= 255, "L (id bytes) must be 1..=255");
     };
 

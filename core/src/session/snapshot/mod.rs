@@ -34,7 +34,7 @@ use crate::time::{Duration, Instant};
 /// assert_eq!(s.snapshot(&mut buf)?[0], SNAPSHOT_VERSION);
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
-pub const SNAPSHOT_VERSION: u8 = 1;
+pub const SNAPSHOT_VERSION: u8 = 2;
 
 /// Why a snapshot could not be written or restored. Nothing is restored
 /// from an image that fails any check.
@@ -166,7 +166,7 @@ struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K
     bound: u8,
     #[serde(borrow)]
     completed: heapless::Vec<RecordImage<'a, K>, D>,
-    completed_limit: u8,
+    completed_limit: u16,
     config_generation: u64,
     session_config: SC,
     runtime_config: RC,
@@ -211,7 +211,7 @@ pub const fn max_snapshot_len(
         + varint(16) + resources * (varint(32) + id_len(id_len_max) + position + 1) // resources
         + 1 // bound
         + varint(16) + completed * (id_len(id_len_max) + position + varint(16) + results * u64v + 1) // completed
-        + 1 // limit
+        + varint(16) // completed-append limit (up to 256)
         + u64v // config generation
 }
 
@@ -319,7 +319,7 @@ impl<
             resources,
             bound: self.requests.bound(),
             completed,
-            completed_limit: u8::try_from(self.completed.limit()).unwrap_or(u8::MAX),
+            completed_limit: u16::try_from(self.completed.limit()).unwrap_or(u16::MAX),
             config_generation: self.config_generation,
             session_config: &self.session_config,
             runtime_config: &self.runtime_config,
@@ -537,7 +537,7 @@ impl AnySession {
     /// ```
     /// # use duplex_core::*;
     /// assert_eq!(AnySession::restore(&[]).unwrap_err(), SnapshotError::Malformed);
-    /// assert_eq!(AnySession::restore(&[9, 8, 4, 8, 4, 32, 4]).unwrap_err(), SnapshotError::Version { found: 9, expected: 1 });
+    /// assert_eq!(AnySession::restore(&[9, 8, 4, 8, 4, 32, 4]).unwrap_err(), SnapshotError::Version { found: 9, expected: SNAPSHOT_VERSION });
     /// ```
     pub fn restore(bytes: &[u8]) -> Result<Self, SnapshotError> {
         Self::restore_with_capacities(bytes)
