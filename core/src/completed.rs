@@ -18,6 +18,10 @@ const FINAL: u8 = 1 << 3;
 /// lookup (which validates its fence) matches only records that have it.
 const OWN_IDENTITY: u8 = 1 << 4;
 
+/// Capacities up to this are scanned, not searched: for a handful of ids
+/// a scan of equal-length arrays beats a binary search's comparisons.
+const LINEAR_MAX: usize = 16;
+
 /// `meta` bits 0..5: the mode, [`FINAL`] and [`OWN_IDENTITY`].
 const FLAGS: u8 = 0b1_1111;
 /// `meta` bits 5..8: how many of the row's results are set (`K <= 7`).
@@ -119,20 +123,44 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     }
 
     /// Where `op` is in `sorted`: `Ok(position)` if recorded, else
-    /// `Err(position)` where it would go.
+    /// `Err(position)` where it would go. A lower-bound search whose steps
+    /// choose by a conditional move, not a branch: the direction of each
+    /// step is a coin flip that a branch predictor would mostly miss.
     #[inline]
     fn search(&self, op: &Id<L>) -> Result<usize, usize> {
         let live = self.sorted.get(..self.len()).unwrap_or_default();
-        live.binary_search_by(|&slot| {
-            self.ops
-                .get(usize::from(slot))
-                .map_or(core::cmp::Ordering::Less, |o| o.cmp(op))
-        })
+        let before = |position: usize| {
+            live.get(position)
+                .and_then(|&slot| self.ops.get(usize::from(slot)))
+                .map(|o| o.index_cmp(op))
+        };
+        let (mut base, mut size) = (0, live.len());
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            let less = before(mid) == Some(core::cmp::Ordering::Less);
+            base = if less { mid } else { base };
+            size -= half;
+        }
+        // `base` is the last entry below `op`, or 0: the first entry not
+        // below it is here or next.
+        let first = base + usize::from(before(base) == Some(core::cmp::Ordering::Less));
+        if before(first) == Some(core::cmp::Ordering::Equal) {
+            Ok(first)
+        } else {
+            Err(first)
+        }
     }
 
-    /// The slot of `op`, if recorded.
+    /// The slot of `op`, if recorded: a scan of a small window, a binary
+    /// search of the index in a large one.
     #[inline]
     fn find(&self, op: &Id<L>) -> Option<usize> {
+        if D <= LINEAR_MAX {
+            return (0..self.len())
+                .map(|i| self.slot(i))
+                .find(|&slot| self.ops.get(slot) == Some(op));
+        }
         let at = self.search(op).ok()?;
         self.sorted.get(at).map(|&slot| usize::from(slot))
     }

@@ -87,6 +87,26 @@ impl<const L: usize> Id<L> {
         self.bytes.get(..usize::from(self.len)).unwrap_or_default()
     }
 
+    /// A total order for indexes, cheaper than [`Ord`]: the zero-padded
+    /// bytes eight at a time (as big-endian words, so the first differing
+    /// byte decides), then the length. Equal ids compare equal, and only
+    /// they do. Only the words that hold either id's text are read.
+    #[inline]
+    pub(crate) fn index_cmp(&self, other: &Self) -> core::cmp::Ordering {
+        let used = usize::from(self.len.max(other.len)).div_ceil(8);
+        let (a, b) = (self.bytes.chunks_exact(8), other.bytes.chunks_exact(8));
+        let (rest_a, rest_b) = (a.remainder(), b.remainder());
+        for (a, b) in a.zip(b).take(used) {
+            let (a, b) = (word(a), word(b));
+            if a != b {
+                return a.cmp(&b);
+            }
+        }
+        word(rest_a)
+            .cmp(&word(rest_b))
+            .then(self.len.cmp(&other.len))
+    }
+
     /// The id as a string slice.
     ///
     /// ```
@@ -107,6 +127,19 @@ impl<const L: usize> Id<L> {
     /// assert_eq!(Id::<16>::MAX_LEN, 16);
     /// ```
     pub const MAX_LEN: usize = L;
+}
+
+/// Up to eight bytes as a big-endian word, zero-padded on the right.
+#[inline]
+fn word(bytes: &[u8]) -> u64 {
+    if let Ok(w) = <[u8; 8]>::try_from(bytes) {
+        return u64::from_be_bytes(w);
+    }
+    let mut w = [0_u8; 8];
+    if let Some(dst) = w.get_mut(..bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+    u64::from_be_bytes(w)
 }
 
 impl<const L: usize> TryFrom<&str> for Id<L> {

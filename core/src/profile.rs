@@ -6,18 +6,18 @@
 //! is a set of named constants for those parameters; the defaults of every
 //! generic type in this workspace are the [`conformance`] profile.
 //!
-//! | parameter | constant | [`conformance`] (default) | [`device`] | table |
-//! |---|---|---:|---:|---|
-//! | `R` | `RESOURCES` | 8 | 4 | request resources a session owns |
-//! | `B` | `BINDINGS` | 4 | 2 | stage bindings (one per stage) |
-//! | `D` | `COMPLETED` | 8 | 4 | completed-append records (runtime limit `1..=D`) |
-//! | `A` | `ACTIVE_OPS` | 4 | 2 | active lease operations |
-//! | `L` | `ID_LEN` | 32 | 16 | bytes of a session, request or operation id |
-//! | `K` | `STAGE_RESULTS` | 4 | 2 | stage results of one completed append |
+//! | parameter | constant | [`conformance`] (default) | [`device`] | [`server`] | table |
+//! |---|---|---:|---:|---:|---|
+//! | `R` | `RESOURCES` | 8 | 4 | 32 | request resources a session owns |
+//! | `B` | `BINDINGS` | 4 | 2 | 16 | stage bindings (one per stage) |
+//! | `D` | `COMPLETED` | 8 | 4 | 256 | completed-append records (runtime limit `1..=D`) |
+//! | `A` | `ACTIVE_OPS` | 4 | 2 | 16 | active lease operations |
+//! | `L` | `ID_LEN` | 32 | 16 | 128 | bytes of a session, request or operation id |
+//! | `K` | `STAGE_RESULTS` | 4 | 2 | 1 | stage results of one completed append |
 //!
-//! Every table holds at most 255 entries and ids at most 255 bytes (one-byte
-//! lengths keep a session small); a profile outside those bounds fails to
-//! compile.
+//! Tables hold at most 255 entries (256 completed appends), ids at most 255
+//! bytes and a completed append at most 7 results: one-byte lengths keep a
+//! session small. A profile outside those bounds fails to compile.
 //!
 //! # Examples
 //!
@@ -67,6 +67,51 @@ pub mod device {
     /// Stage results of one completed append (`K`).
     pub const STAGE_RESULTS: usize = 2;
 }
+
+/// Real sizes on a server: vllm-omni's control plane names sessions,
+/// requests and operations with UUID-based ids (74, 46 and 43 bytes) and
+/// keeps the seed's window of 256 completed appends per session. Each
+/// completed append keeps one result: a handle to the stage results, which
+/// such a host keeps in its own objects (the Python package does). A lookup
+/// in a full window of 256 is a binary search over the op-id index.
+pub mod server {
+    /// Request resources a session owns (`R`).
+    pub const RESOURCES: usize = 32;
+    /// Stage bindings (`B`).
+    pub const BINDINGS: usize = 16;
+    /// Completed-append records (`D`): the seed's default limit.
+    pub const COMPLETED: usize = 256;
+    /// Active lease operations (`A`).
+    pub const ACTIVE_OPS: usize = 16;
+    /// Bytes of an id (`L`).
+    pub const ID_LEN: usize = 128;
+    /// Stage results of one completed append (`K`): a handle.
+    pub const STAGE_RESULTS: usize = 1;
+}
+
+/// A session with the [`server`] profile.
+///
+/// ```
+/// use duplex_core::profile::{server, ServerSession};
+/// use duplex_core::{Fence, Id, Instant, OpenOptions};
+///
+/// let id = "session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30-control-plane-duplex-00";
+/// let fence = Fence::new(Id::<{ server::ID_LEN }>::new(id)?, 0);
+/// let s = ServerSession::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
+/// assert_eq!(s.completed_limit(), 256);
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+pub type ServerSession<S = Open, SC = (), RC = ()> = Session<
+    S,
+    SC,
+    RC,
+    { server::RESOURCES },
+    { server::BINDINGS },
+    { server::COMPLETED },
+    { server::ACTIVE_OPS },
+    { server::ID_LEN },
+    { server::STAGE_RESULTS },
+>;
 
 /// A session with the [`device`] profile (and no opaque configurations by
 /// default).

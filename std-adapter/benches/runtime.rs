@@ -9,6 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use duplex_core::profile::{server, ServerSession};
 use duplex_core::{
     Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
     Modes, OpenOptions, Session,
@@ -82,6 +83,38 @@ fn session_benches(c: &mut Criterion) {
     g.finish();
 }
 
+/// A lookup in a full window of 256 completed appends against one in a
+/// window of 8, both with the server profile and vllm-omni-sized op ids
+/// (`append:<uuid>`): the cost of the window's size.
+fn window_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("completed_window");
+    for window in [8_usize, 256] {
+        let fence = Fence::new(Id::new("session-0").expect("id"), 0);
+        let mut s = ServerSession::open_with_capacities(fence.clone(), options(), Instant::ZERO)
+            .expect("opens");
+        let op = |i: usize| {
+            Id::<{ server::ID_LEN }>::new(&format!("append:{i:08x}-6a3b-4f0e-9a57-2d8c1e4b7f30"))
+                .expect("op id")
+        };
+        for i in 0..window {
+            let handle = i64::try_from(i).expect("small");
+            s.record_completed(&fence, &op(i), MODE, Finality::Partial, &[handle])
+                .expect("record");
+        }
+        let probe = op(window / 2 + 1);
+        g.bench_function(format!("lookup_{window}"), |b| {
+            b.iter(|| {
+                black_box(
+                    s.completed(&fence, black_box(&probe), MODE, Finality::Partial)
+                        .expect("lookup")
+                        .is_some(),
+                )
+            });
+        });
+    }
+    g.finish();
+}
+
 type Manager = SessionManager<ManualClock>;
 
 fn manager_with(n: usize) -> Manager {
@@ -123,5 +156,5 @@ fn manager_benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, session_benches, manager_benches);
+criterion_group!(benches, session_benches, window_benches, manager_benches);
 criterion_main!(benches);

@@ -14,7 +14,7 @@
 use core::hint::black_box;
 use core::panic::PanicInfo;
 
-use duplex_core::profile::{device, DeviceSession};
+use duplex_core::profile::{device, server, DeviceSession, ServerSession};
 use duplex_core::{
     Activity, AnySession, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode,
     Instant, LeaseConfig, Modes, OpenOptions, RequestState, Session, Stamp, StateKind,
@@ -416,6 +416,15 @@ fn exercise(bytes: &[u8]) -> u64 {
         let opts = OpenOptions::default().completed_limit((inp.u64() % 6) as usize);
         if let Ok(s) =
             DeviceSession::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
+        {
+            acc ^= session_ops(s, &mut inp);
+        }
+    }
+    // The server profile: a window of 256, searched through its index.
+    if let Ok(id) = Id::<{ server::ID_LEN }>::new(inp.text()) {
+        let opts = OpenOptions::default().completed_limit((inp.u64() % 300) as usize);
+        if let Ok(s) =
+            ServerSession::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
         {
             acc ^= session_ops(s, &mut inp);
         }
