@@ -128,8 +128,7 @@ impl Cursor {
         }
     }
 
-    /// `(seq, turn_seq, turn, response)`, for snapshots.
-    #[cfg(feature = "serde")]
+    /// `(seq, turn_seq, turn, response)`, for snapshots and reservations.
     pub(crate) fn parts(&self) -> (u64, u64, u64, u64) {
         (self.seq, self.turn_seq, self.turn, self.response)
     }
@@ -137,7 +136,6 @@ impl Cursor {
     /// A cursor from snapshot parts, if they can be one: a turn key exists
     /// exactly when `turn_seq > 0`, and a turn never has more appends than
     /// its epoch.
-    #[cfg(feature = "serde")]
     pub(crate) fn from_parts(seq: u64, turn_seq: u64, turn: u64, response: u64) -> Option<Self> {
         let keyless = turn_seq == 0 && (turn != 0 || response != 0);
         (turn_seq <= seq && !keyless).then_some(Cursor {
@@ -214,6 +212,67 @@ impl<const L: usize> Reservation<L> {
     /// See the type-level example.
     pub fn on_commit(&self) -> Appended {
         self.on_commit
+    }
+
+    /// The session's fence when the reservation was made.
+    ///
+    /// See [`from_parts`](Self::from_parts).
+    pub fn base_fence(&self) -> &Fence<L> {
+        &self.base_fence
+    }
+
+    /// The session's input sequence when the reservation was made:
+    /// `(seq, turn_seq, turn key)`, the turn key `(turn, response)` of the
+    /// last append, if the epoch had one.
+    ///
+    /// See [`from_parts`](Self::from_parts).
+    pub fn base_input(&self) -> (u64, u64, Option<(u64, u64)>) {
+        let (seq, turn_seq, turn, response) = self.base.parts();
+        (seq, turn_seq, (turn_seq > 0).then_some((turn, response)))
+    }
+
+    /// A reservation from its parts, for hosts that carry one across a
+    /// boundary as plain values (the Python binding's frozen dataclass).
+    /// `None` unless the parts are those of a reservation: the base input
+    /// must be a possible one, and `on_commit` must be exactly what the
+    /// append at `fence` gets from that base. A rebuilt reservation is
+    /// checked like any other when committed: stale unless the session is
+    /// still where it was made.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
+    /// let mut s = Session::open(f.clone(), opts, Instant::ZERO)?;
+    /// let r = s.prepare_append(&f, InputMode::AppendAudioChunk)?;
+    /// let (seq, turn_seq, key) = r.base_input();
+    /// let parts = |on_commit| {
+    ///     Reservation::from_parts(r.fence().clone(), r.mode(), r.base_fence().clone(), (seq, turn_seq, key), on_commit)
+    /// };
+    /// assert_eq!(parts(r.on_commit()).as_ref(), Some(&r));
+    /// assert!(parts(Appended { seq: 9, ..r.on_commit() }).is_none()); // not what the append gets
+    /// s.commit_append(&parts(r.on_commit()).unwrap())?;
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn from_parts(
+        fence: Fence<L>,
+        mode: InputMode,
+        base_fence: Fence<L>,
+        (seq, turn_seq, key): (u64, u64, Option<(u64, u64)>),
+        on_commit: Appended,
+    ) -> Option<Self> {
+        let (turn, response) = key.unwrap_or((0, 0));
+        if key.is_some() != (turn_seq > 0) {
+            return None;
+        }
+        let base = Cursor::from_parts(seq, turn_seq, turn, response)?;
+        (base.next(base_fence.epoch, fence.position()) == on_commit).then_some(Reservation {
+            fence,
+            mode,
+            base_fence,
+            base,
+            on_commit,
+        })
     }
 
     /// Whether a session now at `fence` with `cursor` is still where this
