@@ -176,6 +176,17 @@ impl<const L: usize> Fence<L> {
         }
     }
 
+    /// This fence's identity at `position`.
+    pub(crate) fn at(&self, position: Position) -> Fence<L> {
+        Fence {
+            session: self.session.clone(),
+            incarnation: self.incarnation,
+            epoch: position.epoch,
+            turn: position.turn,
+            response: position.response,
+        }
+    }
+
     /// Whether `other` names the same session id and incarnation.
     ///
     /// ```

@@ -229,6 +229,48 @@ impl<
             .map(|r| (r.stage, r.request, r.state()))
     }
 
+    /// Stage bindings with the fence each was bound under `(stage, request
+    /// id, fence)`, in binding order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f.clone().with_turn(3), 2, &Id::new("r")?)?;
+    /// assert_eq!(s.bindings_with_fences().next().map(|(_, _, at)| at.turn), Some(3));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn bindings_with_fences(&self) -> impl Iterator<Item = (u32, &Id<L>, Fence<L>)>
+    where
+        S: Unfinished,
+    {
+        self.requests
+            .bindings()
+            .map(|b| (b.stage, b.request, self.fence.at(b.position)))
+    }
+
+    /// Request resources with the fence each is held under `(stage, request
+    /// id, state, fence)`, in reservation order.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.reserve(&f, 1, &Id::new("r")?)?;
+    /// assert_eq!(s.resources_with_fences().next().map(|(_, _, _, at)| at), Some(f));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resources_with_fences(
+        &self,
+    ) -> impl Iterator<Item = (u32, &Id<L>, RequestState, Fence<L>)>
+    where
+        S: Unfinished,
+    {
+        self.requests
+            .rows()
+            .map(|r| (r.stage, r.request, r.state(), self.fence.at(r.position)))
+    }
+
     /// Operation ids of the completed-append cache, oldest first.
     ///
     /// ```
