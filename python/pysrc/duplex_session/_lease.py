@@ -1,0 +1,80 @@
+"""``session.lease``: the seed's ``DuplexLeaseState``, as a view of the
+session's lease in Rust. Reading it reads the session; its methods act on
+the session (with the session's own fence), as the seed's lease methods act
+on the lease the session holds."""
+
+from __future__ import annotations
+
+from ._types import DuplexLeaseState
+
+
+class SessionLease(DuplexLeaseState):
+    """A live view: every attribute reads the session now."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session) -> None:  # noqa: D107 - a view, not a dataclass instance
+        object.__setattr__(self, "_session", session)
+
+    def _values(self):
+        return self._session._lease_values()
+
+    @property
+    def config(self):
+        return self._values()[0]
+
+    @property
+    def generation(self) -> int:
+        return self._values()[1]
+
+    @property
+    def last_activity(self) -> float:
+        return self._values()[2]
+
+    @property
+    def detached_at(self):
+        return self._values()[3]
+
+    @property
+    def active_operations(self) -> set:
+        return self._values()[4]
+
+    @property
+    def terminal_reason(self):
+        return self._values()[5]
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"session.lease.{name} is read-only; use the session's operations")
+
+    def __repr__(self) -> str:
+        config, generation, last, detached, ops, reason = self._values()
+        return (
+            f"DuplexLeaseState(config={config!r}, generation={generation!r}, last_activity={last!r}, "
+            f"detached_at={detached!r}, active_operations={ops!r}, terminal_reason={reason!r})"
+        )
+
+    def __eq__(self, other):
+        if not isinstance(other, DuplexLeaseState):
+            return NotImplemented
+        names = ("config", "generation", "last_activity", "detached_at", "active_operations", "terminal_reason")
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+
+    __hash__ = None
+
+    def touch(self, now, activity) -> None:
+        self._session._lease_op("touch", now, activity)
+
+    def detach(self, now) -> None:
+        self._session._lease_op("detach", now, None)
+
+    def resume(self, now, *, expected_generation: int) -> int:
+        return self._session._lease_op("resume", now, expected_generation)
+
+    def begin_operation(self, now, operation_id: str) -> None:
+        self._session._lease_op("begin", now, operation_id)
+
+    def end_operation(self, now, operation_id: str) -> None:
+        self._session._lease_op("end", now, operation_id)
+
+    def mark_terminal(self, reason: str) -> bool:
+        return self._session._lease_mark_terminal(reason)

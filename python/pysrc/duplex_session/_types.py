@@ -1,0 +1,212 @@
+"""The seed's plain value types, exceptions and enums, as the seed module and
+its companions (``messages``, ``contracts``, ``lease``) define them.
+
+The session and manager classes are in Rust (``_native``); everything here is
+plain Python data with the seed's fields, defaults, equality and messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+def _error(cls: type, message: str, kind: str) -> BaseException:
+    """An exception of the seed's class with the project's ``kind``."""
+    err = cls(message)
+    err.kind = kind
+    return err
+
+
+class DuplexInputMode(str, Enum):
+    APPEND_TOKENS = "append_tokens"
+    APPEND_AUDIO_CHUNK = "append_audio_chunk"
+    REPLACE_LATEST_CHUNK = "replace_latest_chunk"
+    REENCODE_CONTEXT = "reencode_context"
+    ROLLBACK_TO_CHECKPOINT = "rollback_to_checkpoint"
+    TURN_COMMIT_ONLY = "turn_commit_only"
+
+
+@dataclass
+class DuplexRuntimeCapabilities:
+    input_modes: set = field(default_factory=lambda: {DuplexInputMode.TURN_COMMIT_ONLY})
+    implementation_level: str = "serving_session_adapter"
+
+
+@dataclass(frozen=True, slots=True)
+class DuplexFence:
+    session_id: str
+    epoch: int = 0
+    turn_id: int = 0
+    response_seq: int = 0
+    incarnation: int = 0
+
+
+class DuplexLeaseActivity(str, Enum):
+    APPEND = "append"
+    SIGNAL = "signal"
+    PLAYBACK_ACK = "playback_ack"
+    HEARTBEAT = "heartbeat"
+    ATTACH = "attach"
+    DETACH = "detach"
+    RESUME = "resume"
+    MODEL_OUTPUT = "model_output"
+
+
+@dataclass(frozen=True)
+class DuplexLeaseConfig:
+    idle_ttl_s: float | None = 300.0
+    disconnect_grace_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.idle_ttl_s is not None and not self.idle_ttl_s > 0:
+            raise _error(ValueError, "idle_ttl_s must be positive or null", "invalid_config")
+        if not self.disconnect_grace_s > 0:
+            raise _error(ValueError, "disconnect_grace_s must be positive", "invalid_config")
+
+
+@dataclass
+class DuplexLeaseState:
+    """A lease on its own, as the seed's ``lease.py`` has it. A session's
+    lease (``session.lease``) is a view of the session's lease in Rust with
+    the same attributes and methods."""
+
+    config: DuplexLeaseConfig
+    generation: int
+    last_activity: float
+    detached_at: float | None = None
+    active_operations: set = field(default_factory=set)
+    terminal_reason: str | None = None
+
+    @property
+    def expires_at(self) -> float | None:
+        ttl = self.config.idle_ttl_s
+        return None if ttl is None else self.last_activity + ttl
+
+    def _check_open(self) -> None:
+        if self.terminal_reason is not None:
+            raise _error(RuntimeError, f"duplex lease is terminal: {self.terminal_reason}", "wrong_state")
+
+    def touch(self, now: float, activity: DuplexLeaseActivity) -> None:
+        self._check_open()
+        if not isinstance(activity, DuplexLeaseActivity):
+            raise _error(TypeError, "lease activity must be DuplexLeaseActivity", "invalid_argument")
+        self.last_activity = now
+
+    def detach(self, now: float) -> None:
+        self.touch(now, DuplexLeaseActivity.DETACH)
+        self.detached_at = now
+
+    def resume(self, now: float, *, expected_generation: int) -> int:
+        self._check_open()
+        if expected_generation != self.generation:
+            raise _error(
+                ValueError,
+                f"duplex lease generation mismatch: expected {self.generation}, got {expected_generation}",
+                "generation_mismatch",
+            )
+        self.generation += 1
+        self.detached_at = None
+        self.last_activity = now
+        return self.generation
+
+    def begin_operation(self, now: float, operation_id: str) -> None:
+        self._check_open()
+        if not operation_id:
+            raise _error(ValueError, "duplex lease operation_id must not be empty", "invalid_id")
+        if operation_id in self.active_operations:
+            raise _error(ValueError, f"duplex lease operation already active: {operation_id}", "operation_active")
+        self.active_operations.add(operation_id)
+        self.last_activity = now
+
+    def end_operation(self, now: float, operation_id: str) -> None:
+        self._check_open()
+        if operation_id not in self.active_operations:
+            raise _error(KeyError, f"duplex lease operation is not active: {operation_id}", "operation_not_active")
+        self.active_operations.remove(operation_id)
+        self.last_activity = now
+
+    def disconnect_grace_expired(self, now: float) -> bool:
+        return (
+            self.terminal_reason is None
+            and self.detached_at is not None
+            and now >= self.detached_at + self.config.disconnect_grace_s
+        )
+
+    def idle_expired(self, now: float) -> bool:
+        expires_at = self.expires_at
+        return (
+            self.terminal_reason is None
+            and not self.active_operations
+            and expires_at is not None
+            and now >= expires_at
+        )
+
+    def mark_terminal(self, reason: str) -> bool:
+        if self.terminal_reason is not None:
+            return False
+        self.terminal_reason = reason
+        self.generation += 1
+        self.detached_at = None
+        self.active_operations.clear()
+        return True
+
+
+@dataclass(frozen=True)
+class DuplexSessionExpiry:
+    session_id: str
+    fence: DuplexFence
+    lease_generation: int
+    reason: str
+    submitted_request_ids: tuple[str, ...]
+    reserved_request_ids: tuple[str, ...]
+
+
+class DuplexFenceMismatchError(RuntimeError):
+    kind = "fence_mismatch"
+
+    def __init__(self, expected: DuplexFence, actual: DuplexFence) -> None:
+        super().__init__(f"duplex fence mismatch: expected {expected!r}, got {actual!r}")
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass
+class DuplexStageBinding:
+    request_id: str
+    fence: DuplexFence
+
+
+@dataclass
+class DuplexRequestResource:
+    stage_id: int
+    request_id: str
+    fence: DuplexFence
+    submitted: bool = False
+
+
+@dataclass
+class DuplexInputAppend:
+    seq: int
+    turn_seq: int
+    turn_id: int
+
+
+@dataclass(frozen=True)
+class DuplexAppendReservation:
+    fence: DuplexFence
+    mode: DuplexInputMode
+    base_fence: DuplexFence
+    base_input_seq: int
+    base_input_turn_seq: int
+    base_append_turn_key: tuple[int, int, int] | None
+    update: DuplexInputAppend
+
+
+@dataclass(frozen=True)
+class DuplexCompletedAppend:
+    fence: DuplexFence
+    mode: DuplexInputMode
+    final: bool
+    stage_results: tuple[dict[str, Any], ...]

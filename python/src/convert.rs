@@ -1,0 +1,260 @@
+//! Crossing the boundary: the seed's Python values into the core's, and
+//! back. Every conversion that can fail raises the exception a seed user
+//! expects, with `.kind`.
+
+use duplex_core::{Activity, Appended, Fence, Id, InputMode, Instant, Modes};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyString, PyType};
+
+use crate::errors::with_kind;
+
+/// A class of `duplex_session._types`, imported once.
+pub(crate) fn class<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyType>> {
+    cell.import(py, "duplex_session._types", name)
+}
+
+macro_rules! classes {
+    ($($fn:ident => $name:literal),* $(,)?) => {
+        $(
+            pub(crate) fn $fn(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+                static CELL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+                class(py, &CELL, $name)
+            }
+        )*
+    };
+}
+
+classes! {
+    fence_class => "DuplexFence",
+    input_append_class => "DuplexInputAppend",
+    reservation_class => "DuplexAppendReservation",
+    completed_class => "DuplexCompletedAppend",
+    binding_class => "DuplexStageBinding",
+    resource_class => "DuplexRequestResource",
+    expiry_class => "DuplexSessionExpiry",
+    mismatch_class => "DuplexFenceMismatchError",
+    mode_class => "DuplexInputMode",
+    activity_class => "DuplexLeaseActivity",
+    lease_config_class => "DuplexLeaseConfig",
+    capabilities_class => "DuplexRuntimeCapabilities",
+}
+
+/// A fence's fields, read from any object with the seed's attributes.
+#[derive(Debug, Clone)]
+pub(crate) struct FenceArg<'py> {
+    pub(crate) object: Bound<'py, PyAny>,
+    pub(crate) session_id: Bound<'py, PyString>,
+    pub(crate) epoch: u64,
+    pub(crate) turn: u64,
+    pub(crate) response: u64,
+    pub(crate) incarnation: u64,
+}
+
+fn counter(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<u64> {
+    object.getattr(name)?.extract::<u64>().map_err(|_| {
+        with_kind(
+            PyValueError::new_err(format!(
+                "fence {name} must be a non-negative integer below 2**64"
+            )),
+            "invalid_argument",
+        )
+    })
+}
+
+impl<'py> FenceArg<'py> {
+    /// Reads `object` as a fence.
+    pub(crate) fn read(object: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let py = object.py();
+        let session_id = object
+            .getattr(intern!(py, "session_id"))?
+            .cast_into::<PyString>()
+            .map_err(|_| {
+                with_kind(
+                    PyTypeError::new_err("fence session_id must be a str"),
+                    "invalid_argument",
+                )
+            })?;
+        Ok(FenceArg {
+            object: object.clone(),
+            session_id,
+            epoch: counter(object, intern!(py, "epoch"))?,
+            turn: counter(object, intern!(py, "turn_id"))?,
+            response: counter(object, intern!(py, "response_seq"))?,
+            incarnation: counter(object, intern!(py, "incarnation"))?,
+        })
+    }
+
+    /// Reads `object`, which must be a `DuplexFence` (the manager's entry
+    /// points check the type, as the seed does).
+    pub(crate) fn read_exact(object: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        if !object.is_instance(fence_class(object.py())?)? {
+            return Err(with_kind(
+                PyTypeError::new_err(format!("{what} requires DuplexFence")),
+                "invalid_argument",
+            ));
+        }
+        Self::read(object)
+    }
+
+    /// The core's fence with ids of up to `L` bytes.
+    pub(crate) fn fence<const L: usize>(&self) -> PyResult<Fence<L>> {
+        let id = id::<L>(self.session_id.to_str()?)?;
+        Ok(Fence::new(id, self.incarnation)
+            .with_epoch(self.epoch)
+            .with_turn(self.turn)
+            .with_response(self.response))
+    }
+
+    /// Whether the core's `fence` has this fence's values.
+    pub(crate) fn is<const L: usize>(&self, fence: &Fence<L>) -> bool {
+        fence.epoch == self.epoch
+            && fence.turn == self.turn
+            && fence.response == self.response
+            && fence.incarnation == self.incarnation
+            && self
+                .session_id
+                .to_str()
+                .is_ok_and(|s| s == fence.session.as_str())
+    }
+}
+
+/// An id of up to `L` bytes, or `ValueError` (`invalid_id`).
+pub(crate) fn id<const L: usize>(text: &str) -> PyResult<Id<L>> {
+    Id::new(text).map_err(|_| {
+        with_kind(
+            PyValueError::new_err(format!(
+                "duplex id must be 1..={L} bytes, got {} bytes: {text:?}",
+                text.len()
+            )),
+            "invalid_id",
+        )
+    })
+}
+
+/// A `DuplexFence` for the core's `fence`.
+pub(crate) fn fence_object<'py, const L: usize>(
+    py: Python<'py>,
+    fence: &Fence<L>,
+) -> PyResult<Bound<'py, PyAny>> {
+    fence_class(py)?.call1((
+        fence.session.as_str(),
+        fence.epoch,
+        fence.turn,
+        fence.response,
+        fence.incarnation,
+    ))
+}
+
+/// The core's mode for a `DuplexInputMode` (or its string value).
+pub(crate) fn mode(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
+    let value = match object.getattr(intern!(object.py(), "value")) {
+        Ok(v) => v,
+        Err(_) => object.clone(),
+    };
+    let name = value
+        .cast::<PyString>()
+        .map(|s| s.to_str().map(str::to_owned));
+    match name {
+        Ok(Ok(name)) => InputMode::parse(&name).ok_or_else(|| {
+            with_kind(
+                PyValueError::new_err(format!("{name:?} is not a valid DuplexInputMode")),
+                "invalid_argument",
+            )
+        }),
+        _ => Err(with_kind(
+            PyTypeError::new_err("mode must be DuplexInputMode"),
+            "invalid_argument",
+        )),
+    }
+}
+
+/// The `DuplexInputMode` member for the core's mode.
+pub(crate) fn mode_object(py: Python<'_>, mode: InputMode) -> PyResult<Bound<'_, PyAny>> {
+    mode_class(py)?.call1((mode.as_str(),))
+}
+
+/// The core's modes for a capabilities object (`input_modes`).
+pub(crate) fn modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
+    let mut out: Option<Modes> = None;
+    for m in capabilities
+        .getattr(intern!(capabilities.py(), "input_modes"))?
+        .try_iter()?
+    {
+        let m = mode(&m?)?;
+        out = Some(out.map_or(Modes::only(m), |o| o.with(m)));
+    }
+    out.ok_or_else(|| {
+        with_kind(
+            PyValueError::new_err("capabilities.input_modes must name at least one mode"),
+            "invalid_config",
+        )
+    })
+}
+
+/// The core's activity for a `DuplexLeaseActivity`.
+pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
+    let py = object.py();
+    let wrong = || {
+        with_kind(
+            PyTypeError::new_err("lease activity must be DuplexLeaseActivity"),
+            "invalid_argument",
+        )
+    };
+    if !object.is_instance(activity_class(py)?)? {
+        return Err(wrong());
+    }
+    let value: String = object.getattr(intern!(py, "value"))?.extract()?;
+    Activity::ALL
+        .iter()
+        .copied()
+        .find(|a| a.as_str() == value)
+        .ok_or_else(wrong)
+}
+
+/// Seconds (a float, as the seed's clock returns) to the core's
+/// milliseconds: `round(seconds * 1000)`, ties to even as Python rounds.
+pub(crate) fn instant(seconds: f64) -> PyResult<Instant> {
+    let ms = (seconds * 1000.0).round_ties_even();
+    if seconds.is_finite() && seconds >= 0.0 && ms <= 9.0e15 {
+        Ok(Instant::from_millis(ms as u64))
+    } else {
+        Err(with_kind(
+            PyValueError::new_err(format!(
+                "a clock reading must be finite, non-negative seconds, got {seconds}"
+            )),
+            "invalid_argument",
+        ))
+    }
+}
+
+/// Reads a time: the given `now`, or the clock.
+pub(crate) fn now(clock: &Bound<'_, PyAny>, given: Option<&Bound<'_, PyAny>>) -> PyResult<Instant> {
+    let value = match given {
+        Some(v) if !v.is_none() => v.clone(),
+        _ => clock.call0()?,
+    };
+    let seconds: f64 = value.extract().map_err(|_| {
+        with_kind(
+            PyTypeError::new_err("a clock reading must be a number of seconds"),
+            "invalid_argument",
+        )
+    })?;
+    instant(seconds)
+}
+
+/// The core's milliseconds as the seed's float seconds.
+pub(crate) fn seconds(at: Instant) -> f64 {
+    at.as_millis() as f64 / 1000.0
+}
+
+/// A `DuplexInputAppend`.
+pub(crate) fn appended_object(py: Python<'_>, a: Appended) -> PyResult<Bound<'_, PyAny>> {
+    input_append_class(py)?.call1((a.seq, a.turn_seq, a.turn_id))
+}

@@ -1,0 +1,94 @@
+//! The core's refusals as the exceptions a seed user catches: the seed's
+//! class and message text where the seed refuses, the family of PYTHON.md
+//! where only a project rule does. Every exception carries `.kind`.
+
+use duplex_core::{Error as CoreError, ErrorKind};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::convert::mismatch_class;
+
+/// Sets `kind` on the exception's value.
+pub(crate) fn with_kind(err: PyErr, kind: &str) -> PyErr {
+    Python::attach(|py| {
+        // Builtin exception instances take attributes; this cannot fail
+        // for the classes raised here.
+        let _ = err.value(py).setattr("kind", kind);
+    });
+    err
+}
+
+/// What an operation was about, for the seed's messages.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    /// The session's id.
+    pub(crate) session: &'a str,
+    /// The operation id (lease operation, completed append).
+    pub(crate) operation: Option<&'a str>,
+    /// The request id.
+    pub(crate) request: Option<&'a str>,
+    /// The mode's value.
+    pub(crate) mode: Option<&'a str>,
+}
+
+/// The exception for a core refusal. Fence mismatches need the fences as
+/// Python objects: see [`fence_mismatch`].
+pub(crate) fn core_error(e: CoreError, cx: Context<'_>) -> PyErr {
+    let kind = e.kind().as_str();
+    let err = match e {
+        CoreError::UnsupportedMode { .. } => PyValueError::new_err(format!(
+            "Duplex input mode {:?} is not supported by session {}",
+            cx.mode.unwrap_or_default(),
+            cx.session
+        )),
+        CoreError::GenerationMismatch { expected, actual } => PyValueError::new_err(format!(
+            "duplex lease generation mismatch: expected {expected}, got {actual}"
+        )),
+        CoreError::OperationActive => PyValueError::new_err(format!(
+            "duplex lease operation already active: {}",
+            cx.operation.unwrap_or_default()
+        )),
+        CoreError::OperationNotActive => PyKeyError::new_err(format!(
+            "duplex lease operation is not active: {}",
+            cx.operation.unwrap_or_default()
+        )),
+        CoreError::StaleReservation { .. } => {
+            PyRuntimeError::new_err("duplex append reservation is stale")
+        }
+        CoreError::ResourceConflict { .. } => PyValueError::new_err(format!(
+            "Duplex request resource already reserved with different identity: {}",
+            cx.request.unwrap_or_default()
+        )),
+        CoreError::OperationReused => PyValueError::new_err(format!(
+            "duplex append operation {:?} was reused with different metadata",
+            cx.operation.unwrap_or_default()
+        )),
+        CoreError::InvalidId { .. } | CoreError::InvalidConfig { .. } => {
+            PyValueError::new_err(format!("duplex session {}: {e}", cx.session))
+        }
+        // wrong_state, full, and a fence mismatch without its fences.
+        _ => PyRuntimeError::new_err(format!("duplex session {}: {e}", cx.session)),
+    };
+    with_kind(err, kind)
+}
+
+/// `DuplexFenceMismatchError(expected, actual)`, as the seed raises it.
+pub(crate) fn fence_mismatch(expected: &Bound<'_, PyAny>, actual: &Bound<'_, PyAny>) -> PyErr {
+    let py = expected.py();
+    match mismatch_class(py).and_then(|c| c.call1((expected, actual))) {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(e) => e,
+    }
+}
+
+/// A refusal of the manager: the seed's texts.
+pub(crate) fn manager_error(kind: ErrorKind, message: String) -> PyErr {
+    let err = match kind {
+        ErrorKind::UnknownSession => PyKeyError::new_err(message),
+        ErrorKind::SessionExists | ErrorKind::InvalidConfig | ErrorKind::InvalidId => {
+            PyValueError::new_err(message)
+        }
+        _ => PyRuntimeError::new_err(message),
+    };
+    with_kind(err, kind.as_str())
+}

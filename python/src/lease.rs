@@ -1,0 +1,217 @@
+//! The session's lease as the seed's `DuplexLeaseState` shows it
+//! (`session.lease`, a view in `_lease.py`), barge-in, and the cleanup of
+//! completed-append records the core has evicted.
+
+use duplex_core::{Error as CoreError, Id, Instant};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PySet, PyString, PyTuple};
+
+use crate::convert::{self, FenceArg};
+use crate::core::{on, transition};
+use crate::errors::{core_error, fence_mismatch, with_kind, Context};
+use crate::session::{gone, ids_list, Inner, PySession};
+
+impl PySession {
+    /// `(config, generation, last_activity, detached_at, active_operations,
+    /// terminal_reason)` in the seed's types.
+    pub(crate) fn lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let inner = self.lock(py);
+        let core = inner.core.as_ref().ok_or_else(gone)?;
+        let generation = on!(core, s => s.lease_generation());
+        let ops = PySet::empty(py)?;
+        let mut last = None;
+        let mut detached = None;
+        on!(core, s => {
+            if let Some(d) = s.as_detached() {
+                detached = Some(d.state().since());
+            }
+            crate::session::unfinished!(&**s, t => {
+                last = Some(t.last_activity());
+                for op in t.active_operations() {
+                    ops.add(op.as_str())?;
+                }
+                Ok::<_, PyErr>(())
+            })
+            .transpose()?;
+        });
+        let last = last
+            .or(inner.facts_last_activity())
+            .unwrap_or(Instant::ZERO);
+        let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
+        PyTuple::new(
+            py,
+            [
+                inner.lease_config.clone_ref(py).into_bound(py),
+                generation.into_pyobject(py)?.into_any(),
+                convert::seconds(last).into_pyobject(py)?.into_any(),
+                detached.map(convert::seconds).into_pyobject(py)?.into_any(),
+                ops.into_any(),
+                reason.into_pyobject(py)?.into_any(),
+            ],
+        )
+    }
+
+    /// A lease operation at an explicit `now`, with the session's own
+    /// fence: `touch` (arg: activity), `detach`, `resume` (arg: expected
+    /// generation), `begin` and `end` (arg: operation id).
+    pub(crate) fn lease_direct(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        now: f64,
+        arg: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<u64>> {
+        let now = convert::instant(now)?;
+        let activity = match (op, arg) {
+            ("touch", Some(a)) => Some(convert::activity(a)?),
+            _ => None,
+        };
+        let text: Option<String> = match (op, arg) {
+            ("begin" | "end", Some(a)) => Some(a.extract()?),
+            _ => None,
+        };
+        if op == "begin" && text.as_deref() == Some("") {
+            return Err(with_kind(
+                pyo3::exceptions::PyValueError::new_err(
+                    "duplex lease operation_id must not be empty",
+                ),
+                "invalid_id",
+            ));
+        }
+        let expected: Option<u64> = match (op, arg) {
+            ("resume", Some(a)) => Some(a.extract()?),
+            _ => None,
+        };
+        let mut inner = self.lock(py);
+        if let Some(reason) = &inner.terminal_reason {
+            let reason = reason.bind(py).to_str()?.to_owned();
+            return Err(with_kind(
+                PyRuntimeError::new_err(format!("duplex lease is terminal: {reason}")),
+                "wrong_state",
+            ));
+        }
+        let cx = Context {
+            operation: text.as_deref(),
+            ..self.cx(py)
+        };
+        let result: Result<Option<u64>, CoreError> = match op {
+            "detach" => transition!(inner.core, s => {
+                let f = s.fence().clone();
+                s.detach(&f, now).map(|n| (n, None))
+            }),
+            "resume" => transition!(inner.core, s => {
+                let f = s.fence().clone();
+                s.resume(&f, expected.unwrap_or(u64::MAX), now).map(|(n, g)| (n, Some(g)))
+            }),
+            _ => {
+                let core = inner.core.as_mut().ok_or_else(gone)?;
+                on!(core, s => {
+                    let f = s.fence().clone();
+                    match (op, activity, text.as_deref()) {
+                        ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
+                        ("begin", _, Some(t)) => match Id::new(t) {
+                            Ok(id) => s.begin_operation(&f, &id, now).map(|()| None),
+                            Err(e) => Err(e),
+                        },
+                        ("end", _, Some(t)) => match Id::new(t) {
+                            Ok(id) => s.end_operation(&f, &id, now).map(|()| None),
+                            Err(_) => Err(CoreError::OperationNotActive),
+                        },
+                        _ => Err(CoreError::WrongState {
+                            operation: "lease operation",
+                            state: s.kind(),
+                        }),
+                    }
+                })
+            }
+        };
+        let out = result.map_err(|e| core_error(e, cx))?;
+        self.reschedule(py, &inner);
+        Ok(out)
+    }
+
+    /// The lease's `mark_terminal`: begin closing at the session's fence.
+    pub(crate) fn begin_close_current_reason(
+        &self,
+        py: Python<'_>,
+        reason: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        let mut inner = self.lock(py);
+        if inner.terminal_reason.is_some() {
+            return Ok(false);
+        }
+        let fence = self.fence_obj(py, &mut inner)?;
+        let arg = FenceArg::read(&fence)?;
+        self.begin_close_locked(py, &mut inner, &arg, reason)
+    }
+
+    /// Barge-in (`release`) or its first half: the seed's checks and
+    /// exceptions first, then the core.
+    pub(crate) fn cancel<'py>(
+        &self,
+        py: Python<'py>,
+        cancelled: &Bound<'py, PyAny>,
+        next: &Bound<'py, PyAny>,
+        release: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let c = self.arg(cancelled)?;
+        let n = self.arg(next)?;
+        let mut inner = self.lock(py);
+        let current = self.fence_obj(py, &mut inner)?;
+        let cur = FenceArg::read(&current)?;
+        let sid = self.id(py).to_str()?;
+        if c.session_id.to_str()? != sid || c.incarnation != cur.incarnation {
+            return Err(fence_mismatch(&current, cancelled));
+        }
+        if n.session_id.to_str()? != sid || n.incarnation != cur.incarnation || n.epoch <= c.epoch {
+            return Err(fence_mismatch(cancelled, next));
+        }
+        let key = |f: &FenceArg<'_>| (f.epoch, f.turn, f.response);
+        if key(&c) > key(&cur) {
+            return Err(fence_mismatch(&current, cancelled));
+        }
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let ids = on!(core, s => {
+            let (cf, nf) = (c.fence()?, n.fence()?);
+            let result = if release {
+                s.cancel(&cf, &nf).map(|ids| ids.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>())
+            } else {
+                let advanced = if key(&n) > key(&cur) { s.accept_fence(&nf) } else { Ok(()) };
+                advanced.and_then(|()| s.resource_request_ids(Some(&cf), None))
+                    .map(|ids| ids.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>())
+            };
+            Ok::<_, PyErr>(result)
+        })?
+        .map_err(|e| core_error(e, cx))?;
+        self.remember(&mut inner, &n);
+        ids_list(py, ids.iter().map(String::as_str))
+    }
+}
+
+impl Inner {
+    fn facts_last_activity(&self) -> Option<Instant> {
+        self.facts().map(|f| f.0)
+    }
+}
+
+/// Drops the Python records of completed appends the core no longer holds
+/// (evicted, replaced, or cleared by a new epoch), once they are as many
+/// again as the live ones: amortised O(1) per record.
+pub(crate) fn prune_records(inner: &mut Inner) {
+    let Some(core) = inner.core.as_ref() else {
+        return;
+    };
+    let live =
+        on!(core, s => crate::session::unfinished!(&**s, t => t.completed_records().count()))
+            .unwrap_or(0);
+    if inner.records_len() <= 2 * live + 16 {
+        return;
+    }
+    let mut keep: Vec<i64> = Vec::with_capacity(live);
+    on!(core, s => crate::session::unfinished!(&**s, t => {
+        keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
+    }));
+    inner.retain_records(&keep);
+}

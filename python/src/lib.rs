@@ -1,0 +1,34 @@
+//! `duplex_session._native`: the session and the manager of the Python
+//! package `duplex_session`, on duplex-core. The seed's plain value types,
+//! enums and exceptions are Python (`_types.py`); the state is here.
+//!
+//! Every operation reads its Python arguments (and the clock) before it
+//! takes a lock, so neither a raising clock nor Python code in an argument's
+//! attributes can run while a session is locked; a raising clock changes
+//! nothing.
+
+// PyO3's macros generate `unsafe` blocks for the CPython ABI; this crate
+// writes none of its own (`deny` catches any that is not macro-generated).
+#![deny(unsafe_code)]
+
+mod convert;
+mod core;
+mod errors;
+mod lease;
+mod manager;
+mod ops;
+mod session;
+mod timers;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+#[allow(unsafe_code)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<session::PySession>()?;
+    m.add_class::<manager::PyManager>()?;
+    m.add("SERVER_ID_LEN", duplex_core::profile::server::ID_LEN)?;
+    m.add("SERVER_COMPLETED", duplex_core::profile::server::COMPLETED)?;
+    Ok(())
+}

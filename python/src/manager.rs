@@ -1,0 +1,412 @@
+//! `DuplexSessionRuntimeManager`: the sessions by id, admission, and the
+//! reaper's deadlines.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::convert::{self, FenceArg};
+use crate::core::Profile;
+use crate::errors::with_kind;
+use crate::session::{Opening, PySession};
+use crate::timers::Timers;
+
+/// The sessions, each with the order it was opened in.
+type Table = HashMap<String, (u64, Py<PySession>)>;
+
+/// The seed's `DuplexSessionRuntimeManager`, thread-safe: a manager shared
+/// between Python threads takes its lock for each call (and each session
+/// its own), releasing the interpreter while it waits.
+#[pyclass(
+    frozen,
+    name = "DuplexSessionRuntimeManager",
+    module = "duplex_session"
+)]
+pub(crate) struct PyManager {
+    sessions: Mutex<Table>,
+    clock: Py<PyAny>,
+    max_sessions: Option<usize>,
+    completed_limit: usize,
+    profile: Profile,
+    timers: Arc<Timers>,
+    next_order: AtomicU64,
+}
+
+fn invalid(message: String) -> PyErr {
+    with_kind(PyValueError::new_err(message), "invalid_config")
+}
+
+impl PyManager {
+    fn table(&self, py: Python<'_>) -> MutexGuard<'_, Table> {
+        self.sessions
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lookup(&self, py: Python<'_>, id: &str) -> Option<Py<PySession>> {
+        self.table(py).get(id).map(|(_, s)| s.clone_ref(py))
+    }
+
+    /// Removes `id` if it is still `session`.
+    fn remove_if(&self, py: Python<'_>, id: &str, session: &Py<PySession>) {
+        let mut table = self.table(py);
+        if table.get(id).is_some_and(|(_, s)| s.is(session)) {
+            table.remove(id);
+        }
+    }
+
+    /// Sessions in the order they were opened.
+    fn ordered(&self, py: Python<'_>) -> Vec<(String, Py<PySession>)> {
+        let table = self.table(py);
+        let mut rows: Vec<(u64, String, Py<PySession>)> = table
+            .iter()
+            .map(|(id, (order, s))| (*order, id.clone(), s.clone_ref(py)))
+            .collect();
+        drop(table);
+        rows.sort_by_key(|r| r.0);
+        rows.into_iter().map(|(_, id, s)| (id, s)).collect()
+    }
+}
+
+#[pymethods]
+impl PyManager {
+    /// A manager. `clock` returns float seconds (default `time.monotonic`);
+    /// `profile` is `"server"` (real sizes, the default) or `"conformance"`
+    /// (the traces' sizes); `completed_append_limit` defaults to the
+    /// seed's 256 (8 with the conformance profile).
+    #[new]
+    #[pyo3(signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = "server"))]
+    fn new(
+        py: Python<'_>,
+        clock: Option<Py<PyAny>>,
+        max_sessions: Option<i64>,
+        completed_append_limit: Option<i64>,
+        profile: &str,
+    ) -> PyResult<Self> {
+        let profile = match profile {
+            "server" => Profile::Server,
+            "conformance" => Profile::Conformance,
+            other => {
+                return Err(invalid(format!(
+                    "profile must be \"server\" or \"conformance\", got {other:?}"
+                )))
+            }
+        };
+        let max_sessions = match max_sessions {
+            Some(n) if n <= 0 => {
+                return Err(invalid("max_sessions must be positive or null".into()))
+            }
+            Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            None => None,
+        };
+        let capacity = profile.completed();
+        let limit = completed_append_limit.unwrap_or(capacity.min(256) as i64);
+        if limit <= 0 {
+            return Err(invalid("completed_append_limit must be positive".into()));
+        }
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        if limit > capacity {
+            return Err(invalid(format!(
+                "completed_append_limit must be at most {capacity} (the {} profile's capacity), got {limit}",
+                profile.name()
+            )));
+        }
+        let clock = match clock.filter(|c| !c.is_none(py)) {
+            Some(c) => c,
+            None => py.import("time")?.getattr("monotonic")?.unbind(),
+        };
+        Ok(PyManager {
+            sessions: Mutex::new(HashMap::new()),
+            clock,
+            max_sessions,
+            completed_limit: limit,
+            profile,
+            timers: Arc::new(Timers::default()),
+            next_order: AtomicU64::new(0),
+        })
+    }
+
+    /// The compiled profile the sessions have (`"server"` or `"conformance"`).
+    #[getter]
+    fn profile(&self) -> &'static str {
+        self.profile.name()
+    }
+
+    /// Opens a session.
+    #[pyo3(signature = (fence, *, capabilities = None, session_config = None, runtime_config = None, lease_config = None))]
+    fn open_session(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        capabilities: Option<&Bound<'_, PyAny>>,
+        session_config: Option<&Bound<'_, PyAny>>,
+        runtime_config: Option<&Bound<'_, PyAny>>,
+        lease_config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PySession>> {
+        let arg = FenceArg::read_exact(fence, "open_session")?;
+        let id = arg.session_id.to_str()?.to_owned();
+        if self.table(py).contains_key(&id) {
+            return Err(exists(&id));
+        }
+        let empty = || Ok(PyDict::new(py).into_any());
+        let opening = Opening {
+            now: convert::now(self.clock.bind(py), None)?,
+            capabilities: or_default(capabilities, || convert::capabilities_class(py)?.call0())?,
+            session_config: or_default(session_config, empty)?,
+            runtime_config: or_default(runtime_config, empty)?,
+            lease_config: or_default(lease_config, || convert::lease_config_class(py)?.call0())?,
+            completed_limit: self.completed_limit,
+            fence: arg,
+        };
+        let session = PySession::open(
+            py,
+            opening,
+            self.clock.clone_ref(py),
+            self.profile,
+            Some(Arc::clone(&self.timers)),
+        )?;
+        let session = Py::new(py, session)?;
+        let mut table = self.table(py);
+        if table.contains_key(&id) {
+            return Err(exists(&id));
+        }
+        if let Some(limit) = self.max_sessions {
+            if table.len() >= limit {
+                return Err(with_kind(
+                    PyRuntimeError::new_err(format!(
+                        "duplex_session_capacity_exhausted: limit={limit}"
+                    )),
+                    "capacity_exhausted",
+                ));
+            }
+        }
+        let order = self.next_order.fetch_add(1, Ordering::Relaxed);
+        table.insert(id, (order, session.clone_ref(py)));
+        drop(table);
+        let s = session.get();
+        let inner = s.lock(py);
+        s.reschedule(py, &inner);
+        drop(inner);
+        Ok(session)
+    }
+
+    /// The session, or None.
+    fn get(&self, py: Python<'_>, session_id: &str) -> Option<Py<PySession>> {
+        self.lookup(py, session_id)
+    }
+
+    /// The session, or `KeyError`.
+    fn require(&self, py: Python<'_>, session_id: &str) -> PyResult<Py<PySession>> {
+        self.lookup(py, session_id).ok_or_else(|| {
+            with_kind(
+                PyKeyError::new_err(format!("Unknown duplex session: {session_id}")),
+                "unknown_session",
+            )
+        })
+    }
+
+    /// Closes in one step; the session, or None if absent or already closing.
+    #[pyo3(signature = (fence, *, reason = None))]
+    fn close_session(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        reason: Option<&Bound<'_, PyString>>,
+    ) -> PyResult<Option<Py<PySession>>> {
+        let arg = FenceArg::read_exact(fence, "close_session")?;
+        let id = arg.session_id.to_str()?.to_owned();
+        let Some(session) = self.lookup(py, &id) else {
+            return Ok(None);
+        };
+        let reason = reason
+            .cloned()
+            .unwrap_or_else(|| PyString::new(py, "explicit_close"));
+        if session.get().terminate_now(py, &arg, &reason)?.is_none() {
+            return Ok(None);
+        }
+        self.remove_if(py, &id, &session);
+        Ok(Some(session))
+    }
+
+    /// Begins closing (irreversible, resources kept); the session or None.
+    #[pyo3(signature = (fence, *, reason = None))]
+    fn begin_close_session(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        reason: Option<&Bound<'_, PyString>>,
+    ) -> PyResult<Option<Py<PySession>>> {
+        let arg = FenceArg::read_exact(fence, "begin_close_session")?;
+        let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
+            return Ok(None);
+        };
+        let reason = reason
+            .cloned()
+            .unwrap_or_else(|| PyString::new(py, "explicit_close"));
+        let s = session.get();
+        let mut inner = s.lock(py);
+        s.begin_close_locked(py, &mut inner, &arg, &reason)?;
+        drop(inner);
+        Ok(Some(session))
+    }
+
+    /// Finalizes a closing session and removes it.
+    fn finalize_close_session(&self, py: Python<'_>, session: Py<PySession>) -> PyResult<()> {
+        let s = session.get();
+        let mut inner = s.lock(py);
+        s.finalize_locked(&mut inner)?;
+        drop(inner);
+        let id = s.id(py).to_str()?.to_owned();
+        self.remove_if(py, &id, &session);
+        Ok(())
+    }
+
+    /// Sessions past their grace or idle TTL begin closing; their expiry
+    /// records. O(due): only sessions whose deadline has come are looked at.
+    #[pyo3(signature = (now = None, *, excluded_session_ids = None))]
+    fn collect_expired<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<&Bound<'py, PyAny>>,
+        excluded_session_ids: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let now = convert::now(self.clock.bind(py), now)?;
+        let excluded: Vec<String> = match excluded_session_ids.filter(|e| !e.is_none()) {
+            Some(e) => e
+                .try_iter()?
+                .map(|i| i?.extract())
+                .collect::<PyResult<_>>()?,
+            None => Vec::new(),
+        };
+        let mut due = self.timers.due(now);
+        due.sort_unstable();
+        due.dedup();
+        let mut expired: Vec<(u64, Bound<'py, PyAny>)> = Vec::new();
+        let class = convert::expiry_class(py)?;
+        for id in due {
+            let Some((order, session)) =
+                self.table(py).get(&id).map(|(o, s)| (*o, s.clone_ref(py)))
+            else {
+                continue;
+            };
+            let s = session.get();
+            if excluded.contains(&id) {
+                if let Some(at) = s.deadline(py) {
+                    self.timers.push(at, &id);
+                }
+                continue;
+            }
+            match s.expire_if_due(py, now) {
+                Some((reason, fence, generation, submitted, reserved)) => {
+                    let record = class.call1((
+                        id.as_str(),
+                        fence,
+                        generation,
+                        reason.as_str(),
+                        PyTuple::new(py, submitted)?,
+                        PyTuple::new(py, reserved)?,
+                    ))?;
+                    expired.push((order, record));
+                }
+                None => {
+                    if let Some(at) = s.deadline(py) {
+                        self.timers.push(at, &id);
+                    }
+                }
+            }
+        }
+        self.compact(py);
+        expired.sort_by_key(|(order, _)| *order);
+        PyList::new(py, expired.into_iter().map(|(_, e)| e))
+    }
+
+    /// Begins closing every session holding one of `request_ids`; their
+    /// request ids by session id.
+    fn close_sessions_for_request_ids<'py>(
+        &self,
+        py: Python<'py>,
+        request_ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let wanted: Vec<String> = request_ids
+            .try_iter()?
+            .map(|i| i?.extract())
+            .collect::<PyResult<_>>()?;
+        let out = PyDict::new(py);
+        for (id, session) in self.ordered(py) {
+            let s = session.get();
+            let held = s.all_request_ids(py);
+            if !held.iter().any(|r| wanted.contains(r)) {
+                continue;
+            }
+            if s.begin_close_current(py, "request_cleanup")? {
+                out.set_item(id, PyList::new(py, held)?)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finalizes the named sessions that are closing.
+    fn finalize_closed_sessions(
+        &self,
+        py: Python<'_>,
+        session_ids: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        for id in session_ids.try_iter()? {
+            let id: String = id?.extract()?;
+            let Some(session) = self.lookup(py, &id) else {
+                continue;
+            };
+            let s = session.get();
+            let terminal = PySession::is_terminal(&s.lock(py));
+            if terminal {
+                self.finalize_close_session(py, session)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many sessions the manager holds (Closing ones included).
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.table(py).len()
+    }
+}
+
+impl PyManager {
+    /// Rebuilds the deadline hints when stale ones pile up.
+    fn compact(&self, py: Python<'_>) {
+        let sessions = self.table(py).len();
+        if self.timers.len() <= 2 * sessions + 64 {
+            return;
+        }
+        let mut hints = Vec::with_capacity(sessions);
+        for (id, session) in self.ordered(py) {
+            if let Some(at) = session.get().deadline(py) {
+                hints.push((at, id));
+            }
+        }
+        self.timers.replace(hints);
+    }
+}
+
+/// `value`, or `make()` when it is absent or None.
+fn or_default<'py>(
+    value: Option<&Bound<'py, PyAny>>,
+    make: impl FnOnce() -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(v) if !v.is_none() => Ok(v.clone()),
+        _ => make(),
+    }
+}
+
+fn exists(id: &str) -> PyErr {
+    with_kind(
+        PyValueError::new_err(format!("Duplex session already exists: {id}")),
+        "session_exists",
+    )
+}

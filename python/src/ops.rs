@@ -1,0 +1,659 @@
+//! The session's operations, with the seed's signatures: each reads its
+//! Python arguments and the clock first, then locks the session, runs the
+//! core's operation, and answers with the seed's values.
+
+use duplex_core::{Appended, Error as CoreError, Fence, Id, Reservation};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyList, PyString, PyTuple};
+
+use crate::convert::{self, appended_object, FenceArg};
+use crate::core::{on, transition};
+use crate::errors::{core_error, with_kind, Context};
+use crate::session::session_op;
+use crate::session::{ids_list, PySession};
+
+#[pymethods]
+impl PySession {
+    /// Accepts a newer fence (a new epoch resets the input sequence and
+    /// the completed-append cache).
+    fn accept_fence(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        let result = on!(core, s => arg.fence().map(|f| s.accept_fence(&f)))?;
+        match result {
+            Ok(()) => {
+                self.remember(&mut inner, &arg);
+                Ok(())
+            }
+            Err(e) => Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
+        }
+    }
+
+    /// Records activity.
+    fn touch(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        activity: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let activity = convert::activity(activity)?;
+        let now = self.now(py)?;
+        let cx = self.cx(py);
+        session_op!(self, py, arg, cx, |s, f| s.touch(&f, activity, now))
+    }
+
+    /// The client went away (Open → Detached).
+    fn detach(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let now = self.now(py)?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let result = transition!(inner.core, s => match arg.fence() {
+            Ok(f) => s.detach(&f, now).map(|n| (n, ())),
+            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
+        });
+        self.after(py, &mut inner, result, &arg, cx)?;
+        self.reschedule(py, &inner);
+        Ok(())
+    }
+
+    /// Resume with the lease generation; returns the new generation.
+    #[pyo3(signature = (fence, *, expected_lease_generation))]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        expected_lease_generation: u64,
+    ) -> PyResult<u64> {
+        let arg = self.arg(fence)?;
+        let now = self.now(py)?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let result = transition!(inner.core, s => match arg.fence() {
+            Ok(f) => s.resume(&f, expected_lease_generation, now),
+            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
+        });
+        self.after(py, &mut inner, result, &arg, cx)
+    }
+
+    /// Starts a lease operation.
+    fn begin_operation(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        operation_id: &str,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        lease_op_id(operation_id)?;
+        let now = self.now(py)?;
+        let cx = Context {
+            operation: Some(operation_id),
+            ..self.cx(py)
+        };
+        session_op!(self, py, arg, cx, |s, f| s.begin_operation(
+            &f,
+            &convert::id(operation_id)?,
+            now
+        ))
+    }
+
+    /// Ends a lease operation.
+    fn end_operation(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        operation_id: &str,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let now = self.now(py)?;
+        let cx = Context {
+            operation: Some(operation_id),
+            ..self.cx(py)
+        };
+        session_op!(self, py, arg, cx, |s, f| match Id::new(operation_id) {
+            Ok(op) => s.end_operation(&f, &op, now),
+            Err(_) => Err(CoreError::OperationNotActive),
+        })?;
+        let inner = self.lock(py);
+        self.reschedule(py, &inner);
+        Ok(())
+    }
+
+    /// Replaces the session configuration (a new generation).
+    fn replace_session_config(
+        &self,
+        py: Python<'_>,
+        session_config: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.replace_configs(py, Some(session_config), None)
+    }
+
+    /// Replaces the runtime configuration (a new generation).
+    fn replace_runtime_config(
+        &self,
+        py: Python<'_>,
+        runtime_config: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.replace_configs(py, None, Some(runtime_config))
+    }
+
+    /// Publishes one configuration generation atomically.
+    #[pyo3(signature = (*, session_config = None, runtime_config = None))]
+    fn replace_configs(
+        &self,
+        py: Python<'_>,
+        session_config: Option<&Bound<'_, PyAny>>,
+        runtime_config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let session_config = session_config
+            .filter(|c| !c.is_none())
+            .map(|c| crate::session::copy_dict(py, c))
+            .transpose()?;
+        let runtime_config = runtime_config
+            .filter(|c| !c.is_none())
+            .map(|c| crate::session::copy_dict(py, c))
+            .transpose()?;
+        if session_config.is_none() && runtime_config.is_none() {
+            return Ok(());
+        }
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        on!(core, s => s.replace_configs(Some(()), None)).map_err(|e| core_error(e, cx))?;
+        if let Some(c) = session_config {
+            inner.session_config = c.unbind();
+        }
+        if let Some(c) = runtime_config {
+            inner.runtime_config = c.unbind();
+        }
+        Ok(())
+    }
+
+    /// Reserves `(stage_id, request_id)` without submitting it.
+    #[pyo3(signature = (stage_id, request_id, *, fence))]
+    fn reserve_stage_request(
+        &self,
+        py: Python<'_>,
+        stage_id: u32,
+        request_id: &str,
+        fence: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let cx = Context {
+            request: Some(request_id),
+            ..self.cx(py)
+        };
+        session_op!(self, py, arg, cx, |s, f| s.reserve(
+            &f,
+            stage_id,
+            &convert::id(request_id)?
+        ))
+    }
+
+    /// Binds a stage request (reserve, accept the fence, submit).
+    #[pyo3(signature = (stage_id, request_id, *, fence))]
+    fn bind_stage_request(
+        &self,
+        py: Python<'_>,
+        stage_id: u32,
+        request_id: &str,
+        fence: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let cx = Context {
+            request: Some(request_id),
+            ..self.cx(py)
+        };
+        session_op!(self, py, arg, cx, |s, f| s.bind(
+            &f,
+            stage_id,
+            &convert::id(request_id)?
+        ))
+    }
+
+    /// Request ids of the stage bindings (at exactly `fence`, if given).
+    #[pyo3(signature = (fence = None))]
+    fn stage_request_ids<'py>(
+        &self,
+        py: Python<'py>,
+        fence: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let arg = fence
+            .filter(|f| !f.is_none())
+            .map(|f| self.arg(f))
+            .transpose()?;
+        let inner = self.lock(py);
+        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        on!(core, s => {
+            let at = arg.as_ref().map(FenceArg::fence).transpose();
+            match at {
+                Ok(at) => match s.stage_request_ids(at.as_ref()) {
+                    Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
+                    Err(e) => Err(core_error(e, self.cx(py))),
+                },
+                // An id no session can have: no binding is at that fence.
+                Err(_) => Ok(PyList::empty(py)),
+            }
+        })
+    }
+
+    /// Unique request ids of the resources, optionally at `fence` and by
+    /// `submitted`.
+    #[pyo3(signature = (fence = None, *, submitted = None))]
+    fn resource_request_ids<'py>(
+        &self,
+        py: Python<'py>,
+        fence: Option<&Bound<'py, PyAny>>,
+        submitted: Option<bool>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let arg = fence
+            .filter(|f| !f.is_none())
+            .map(|f| self.arg(f))
+            .transpose()?;
+        let state = submitted.map(|s| {
+            if s {
+                duplex_core::RequestState::Submitted
+            } else {
+                duplex_core::RequestState::Reserved
+            }
+        });
+        let inner = self.lock(py);
+        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        on!(core, s => {
+            match arg.as_ref().map(FenceArg::fence).transpose() {
+                Ok(at) => match s.resource_request_ids(at.as_ref(), state) {
+                    Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
+                    Err(e) => Err(core_error(e, self.cx(py))),
+                },
+                Err(_) => Ok(PyList::empty(py)),
+            }
+        })
+    }
+
+    /// Drops the bindings and resources of these request ids.
+    fn release_request_ids(&self, py: Python<'_>, request_ids: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ids: Vec<String> = request_ids
+            .try_iter()?
+            .map(|i| i?.extract::<String>())
+            .collect::<PyResult<_>>()?;
+        let mut inner = self.lock(py);
+        PySession::release_ids(&mut inner, &ids)
+    }
+
+    /// Phase one of an append: a `DuplexAppendReservation`; nothing changes.
+    #[pyo3(signature = (*, mode, fence))]
+    fn prepare_append<'py>(
+        &self,
+        py: Python<'py>,
+        mode: &Bound<'py, PyAny>,
+        fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arg = self.arg(fence)?;
+        let m = convert::mode(mode)?;
+        let mut inner = self.lock(py);
+        let cx = Context {
+            mode: Some(m.as_str()),
+            ..self.cx(py)
+        };
+        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        let made = on!(core, s => {
+            let f = arg.fence()?;
+            match s.prepare_append(&f, m) {
+                Ok(r) => Ok::<_, PyErr>(Ok((convert::fence_object(py, r.base_fence())?, r.base_input(), r.on_commit()))),
+                Err(e) => Ok(Err(e)),
+            }
+        })?;
+        let (base_fence, (seq, turn_seq, key), on_commit) = match made {
+            Ok(parts) => parts,
+            Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
+        };
+        let key = key.map(|(turn, response)| (arg_epoch_of(&base_fence), turn, response));
+        convert::reservation_class(py)?.call1((
+            fence,
+            mode,
+            base_fence,
+            seq,
+            turn_seq,
+            key,
+            appended_object(py, on_commit)?,
+        ))
+    }
+
+    /// Phase two: applies a reservation if the session has not moved.
+    fn commit_append<'py>(
+        &self,
+        py: Python<'py>,
+        reservation: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parts = ReservationArg::read(reservation)?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        let committed = on!(core, s => {
+            match parts.rebuild() {
+                Ok(Some(r)) => s.commit_append(&r),
+                Ok(None) => Err(stale()),
+                Err(_) => Err(stale()),
+            }
+        });
+        match committed {
+            Ok(a) => {
+                self.remember(&mut inner, &parts.fence);
+                drop(inner);
+                appended_object(py, a)
+            }
+            Err(e) => Err(core_error(e, cx)),
+        }
+    }
+
+    /// The recorded stage results of a completed append (copies), or None.
+    #[pyo3(signature = (operation_id, *, fence, mode, r#final))]
+    fn completed_append<'py>(
+        &self,
+        py: Python<'py>,
+        operation_id: &str,
+        fence: &Bound<'py, PyAny>,
+        mode: &Bound<'py, PyAny>,
+        r#final: bool,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let arg = self.arg(fence)?;
+        let m = convert::mode(mode)?;
+        let mut inner = self.lock(py);
+        let cx = Context {
+            operation: Some(operation_id),
+            ..self.cx(py)
+        };
+        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        let found = on!(core, s => {
+            let f = arg.fence()?;
+            match Id::new(operation_id) {
+                Ok(op) => Ok::<_, PyErr>(s.completed(&f, &op, m, r#final.into()).map(|r| r.and_then(|r| r.first().copied()))),
+                // Too long to have been recorded: only the fence can refuse.
+                Err(_) => Ok(s.completed(&f, &Id::new("\0").unwrap_or(f.session.clone()), m, r#final.into()).map(|_| None)),
+            }
+        })?;
+        let handle = match found {
+            Ok(h) => h,
+            Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
+        };
+        let Some(record) = handle
+            .and_then(|h| inner.records.get(&h))
+            .map(|r| r.clone_ref(py))
+        else {
+            return Ok(None);
+        };
+        drop(inner);
+        let results = record.bind(py).get_item(3)?;
+        let out = PyList::empty(py);
+        for r in results.try_iter()? {
+            out.append(crate::session::copy_dict(py, &r?)?)?;
+        }
+        Ok(Some(out))
+    }
+
+    /// Records a completed append (no fence validation): newest, evicting
+    /// the oldest beyond the limit.
+    #[pyo3(signature = (operation_id, *, fence, mode, r#final, stage_results))]
+    fn record_completed_append(
+        &self,
+        py: Python<'_>,
+        operation_id: &str,
+        fence: &Bound<'_, PyAny>,
+        mode: &Bound<'_, PyAny>,
+        r#final: bool,
+        stage_results: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let arg = self.arg(fence)?;
+        let m = convert::mode(mode)?;
+        let mut copies = Vec::new();
+        for r in stage_results.try_iter()? {
+            copies.push(crate::session::copy_dict(py, &r?)?);
+        }
+        if let Some(max) = self.profile.stage_results() {
+            if copies.len() > max {
+                let e = CoreError::Full {
+                    table: duplex_core::Table::StageResults,
+                    capacity: max,
+                };
+                return Err(core_error(e, self.cx(py)));
+            }
+        }
+        let record = PyTuple::new(
+            py,
+            [
+                fence.clone(),
+                mode.clone(),
+                PyBool::new(py, r#final).to_owned().into_any(),
+                PyTuple::new(py, copies)?.into_any(),
+            ],
+        )?;
+        let mut inner = self.lock(py);
+        let cx = Context {
+            operation: Some(operation_id),
+            ..self.cx(py)
+        };
+        let handle = inner.next_handle;
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        let recorded = on!(core, s => {
+            let f = arg.fence()?;
+            let op = convert::id(operation_id)?;
+            Ok::<_, PyErr>(s.record_completed(&f, &op, m, r#final.into(), &[handle]))
+        })?;
+        recorded.map_err(|e| core_error(e, cx))?;
+        inner.next_handle += 1;
+        inner.records.insert(handle, record.unbind());
+        crate::lease::prune_records(&mut inner);
+        Ok(())
+    }
+
+    /// Appends input in one step: a `DuplexInputAppend`.
+    #[pyo3(signature = (*, mode, fence))]
+    fn append_input<'py>(
+        &self,
+        py: Python<'py>,
+        mode: &Bound<'py, PyAny>,
+        fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arg = self.arg(fence)?;
+        let m = convert::mode(mode)?;
+        let mut inner = self.lock(py);
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        let appended = on!(core, s => arg.fence().map(|f| s.append(&f, m)))?;
+        match appended {
+            Ok(a) => {
+                if inner.fence_object.as_ref().is_none_or(|o| !o.is(fence)) {
+                    self.remember(&mut inner, &arg);
+                }
+                drop(inner);
+                appended_object(py, a)
+            }
+            Err(e) => {
+                let cx = Context {
+                    mode: Some(m.as_str()),
+                    ..self.cx(py)
+                };
+                Err(self.refuse(py, &mut inner, e, Some(fence), cx))
+            }
+        }
+    }
+
+    /// Returns and drops the requests held at exactly `fence`.
+    fn release_fence<'py>(
+        &self,
+        py: Python<'py>,
+        fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let arg = self.arg(fence)?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
+        on!(core, s => match arg.fence() {
+            Ok(f) => match s.release_fence(&f) {
+                Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
+                Err(e) => Err(core_error(e, cx)),
+            },
+            Err(_) => Ok(PyList::empty(py)),
+        })
+    }
+
+    /// Barge-in: advance to `next_fence`, return and release the requests
+    /// of `cancelled_fence`.
+    fn cancel_fence<'py>(
+        &self,
+        py: Python<'py>,
+        cancelled_fence: &Bound<'py, PyAny>,
+        next_fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.cancel(py, cancelled_fence, next_fence, true)
+    }
+
+    /// Advance the cancellation fence without dropping cleanup records.
+    fn prepare_cancel_fence<'py>(
+        &self,
+        py: Python<'py>,
+        cancelled_fence: &Bound<'py, PyAny>,
+        next_fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.cancel(py, cancelled_fence, next_fence, false)
+    }
+
+    /// Makes close irreversible while keeping resources for cleanup retry.
+    #[pyo3(signature = (fence, *, reason))]
+    fn begin_close(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        reason: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        let arg = self.arg(fence)?;
+        let mut inner = self.lock(py);
+        self.begin_close_locked(py, &mut inner, &arg, reason)
+    }
+
+    /// Closing → Closed: the request ids it still held.
+    fn finalize_close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut inner = self.lock(py);
+        let ids = self.finalize_locked(&mut inner)?;
+        PyList::new(py, ids)
+    }
+
+    /// Finalizes a closing session (accepting `fence` first, if given).
+    #[pyo3(signature = (fence = None))]
+    fn close<'py>(
+        &self,
+        py: Python<'py>,
+        fence: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if let Some(fence) = fence.filter(|f| !f.is_none()) {
+            self.accept_fence(py, fence)?;
+        }
+        self.finalize_close(py)
+    }
+
+    /// Begin closing and finalize; False if the session was already closing.
+    #[pyo3(signature = (fence, *, reason))]
+    fn terminate(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        reason: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        let arg = self.arg(fence)?;
+        Ok(self.terminate_now(py, &arg, reason)?.is_some())
+    }
+
+    // ----- the lease view's operations (`session.lease`) ---------------
+
+    fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.lease_values(py)
+    }
+
+    fn _lease_op(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        now: f64,
+        arg: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<u64>> {
+        self.lease_direct(py, op, now, arg)
+    }
+
+    fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyString>) -> PyResult<bool> {
+        self.begin_close_current_reason(py, reason)
+    }
+}
+
+fn bad_id() -> CoreError {
+    CoreError::InvalidId { len: 0, max: 0 }
+}
+
+fn stale() -> CoreError {
+    CoreError::StaleReservation {
+        staleness: duplex_core::Staleness::EpochMoved { from: 0, to: 0 },
+    }
+}
+
+/// Refuses an empty lease operation id as the seed does.
+fn lease_op_id(operation_id: &str) -> PyResult<()> {
+    if operation_id.is_empty() {
+        return Err(with_kind(
+            PyValueError::new_err("duplex lease operation_id must not be empty"),
+            "invalid_id",
+        ));
+    }
+    Ok(())
+}
+
+fn arg_epoch_of(fence: &Bound<'_, PyAny>) -> u64 {
+    fence
+        .getattr("epoch")
+        .and_then(|e| e.extract())
+        .unwrap_or(0)
+}
+
+/// A `DuplexAppendReservation` read back.
+struct ReservationArg<'py> {
+    fence: FenceArg<'py>,
+    mode: duplex_core::InputMode,
+    base_fence: FenceArg<'py>,
+    seq: u64,
+    turn_seq: u64,
+    key: Option<(u64, u64)>,
+    update: Appended,
+}
+
+impl<'py> ReservationArg<'py> {
+    fn read(r: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let key: Option<(u64, u64, u64)> = r.getattr("base_append_turn_key")?.extract()?;
+        let update = r.getattr("update")?;
+        Ok(ReservationArg {
+            fence: FenceArg::read(&r.getattr("fence")?)?,
+            mode: convert::mode(&r.getattr("mode")?)?,
+            base_fence: FenceArg::read(&r.getattr("base_fence")?)?,
+            seq: r.getattr("base_input_seq")?.extract()?,
+            turn_seq: r.getattr("base_input_turn_seq")?.extract()?,
+            key: key.map(|(_, turn, response)| (turn, response)),
+            update: Appended {
+                seq: update.getattr("seq")?.extract()?,
+                turn_seq: update.getattr("turn_seq")?.extract()?,
+                turn_id: update.getattr("turn_id")?.extract()?,
+            },
+        })
+    }
+
+    fn rebuild<const L: usize>(&self) -> PyResult<Option<Reservation<L>>> {
+        let fence: Fence<L> = self.fence.fence()?;
+        let base: Fence<L> = self.base_fence.fence()?;
+        Ok(Reservation::from_parts(
+            fence,
+            self.mode,
+            base,
+            (self.seq, self.turn_seq, self.key),
+            self.update,
+        ))
+    }
+}
