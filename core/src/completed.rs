@@ -170,6 +170,15 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         (0..self.len()).filter_map(|i| self.ops.get(self.slot(i)))
     }
 
+    /// The records `(op, results)`, oldest first.
+    pub(crate) fn results(&self) -> impl Iterator<Item = (&Id<L>, &[i64])> {
+        (0..self.len()).filter_map(|i| {
+            let slot = self.slot(i);
+            let count = usize::from(*self.metas.get(slot)? >> COUNT_SHIFT);
+            Some((self.ops.get(slot)?, self.results.get(slot)?.get(..count)?))
+        })
+    }
+
     /// The records `(op, position, results, meta byte)`, oldest first, for
     /// snapshots (the meta byte without the results count).
     #[cfg(feature = "serde")]

@@ -8,10 +8,10 @@
 //!
 //! | parameter | constant | [`conformance`] (default) | [`device`] | [`server`] | table |
 //! |---|---|---:|---:|---:|---|
-//! | `R` | `RESOURCES` | 8 | 4 | 32 | request resources a session owns |
-//! | `B` | `BINDINGS` | 4 | 2 | 16 | stage bindings (one per stage) |
+//! | `R` | `RESOURCES` | 8 | 4 | 16 | request resources a session owns |
+//! | `B` | `BINDINGS` | 4 | 2 | 8 | stage bindings (one per stage) |
 //! | `D` | `COMPLETED` | 8 | 4 | 256 | completed-append records (runtime limit `1..=D`) |
-//! | `A` | `ACTIVE_OPS` | 4 | 2 | 16 | active lease operations |
+//! | `A` | `ACTIVE_OPS` | 4 | 2 | 8 | active lease operations |
 //! | `L` | `ID_LEN` | 32 | 16 | 128 | bytes of a session, request or operation id |
 //! | `K` | `STAGE_RESULTS` | 4 | 2 | 1 | stage results of one completed append |
 //!
@@ -75,14 +75,15 @@ pub mod device {
 /// such a host keeps in its own objects (the Python package does). A lookup
 /// in a full window of 256 is a binary search over the op-id index.
 pub mod server {
-    /// Request resources a session owns (`R`).
-    pub const RESOURCES: usize = 32;
+    /// Request resources a session owns (`R`): twice the seed's own
+    /// workloads' most (4 stages bound, 2 requests each).
+    pub const RESOURCES: usize = 16;
     /// Stage bindings (`B`).
-    pub const BINDINGS: usize = 16;
+    pub const BINDINGS: usize = 8;
     /// Completed-append records (`D`): the seed's default limit.
     pub const COMPLETED: usize = 256;
     /// Active lease operations (`A`).
-    pub const ACTIVE_OPS: usize = 16;
+    pub const ACTIVE_OPS: usize = 8;
     /// Bytes of an id (`L`).
     pub const ID_LEN: usize = 128;
     /// Stage results of one completed append (`K`): a handle.

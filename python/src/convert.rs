@@ -152,8 +152,41 @@ pub(crate) fn fence_object<'py, const L: usize>(
     ))
 }
 
+/// The members of an enum class with the core's value for each, for
+/// converting by identity (a pointer comparison) before reading `.value`.
+fn members<T: Copy + Send + Sync + 'static>(
+    py: Python<'_>,
+    cell: &'static PyOnceLock<Vec<(Py<PyAny>, T)>>,
+    class: &Bound<'_, PyType>,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> PyResult<&'static [(Py<PyAny>, T)]> {
+    cell.get_or_try_init(py, || {
+        all.iter()
+            .map(|&v| Ok((class.call1((name(v),))?.unbind(), v)))
+            .collect()
+    })
+    .map(Vec::as_slice)
+}
+
 /// The core's mode for a `DuplexInputMode` (or its string value).
 pub(crate) fn mode(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
+    static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new();
+    let py = object.py();
+    let known = members(
+        py,
+        &MEMBERS,
+        mode_class(py)?,
+        &InputMode::ALL,
+        InputMode::as_str,
+    )?;
+    if let Some((_, m)) = known.iter().find(|(o, _)| o.is(object)) {
+        return Ok(*m);
+    }
+    mode_by_value(object)
+}
+
+fn mode_by_value(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
     let value = match object.getattr(intern!(object.py(), "value")) {
         Ok(v) => v,
         Err(_) => object.clone(),
@@ -200,7 +233,18 @@ pub(crate) fn modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
 
 /// The core's activity for a `DuplexLeaseActivity`.
 pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
+    static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, Activity)>> = PyOnceLock::new();
     let py = object.py();
+    let known = members(
+        py,
+        &MEMBERS,
+        activity_class(py)?,
+        &Activity::ALL,
+        Activity::as_str,
+    )?;
+    if let Some((_, a)) = known.iter().find(|(o, _)| o.is(object)) {
+        return Ok(*a);
+    }
     let wrong = || {
         with_kind(
             PyTypeError::new_err("lease activity must be DuplexLeaseActivity"),

@@ -2,7 +2,7 @@
 //!
 //! Hosts get the server profile: ids up to 128 bytes (vllm-omni's UUID
 //! session ids are 74 bytes), the seed's window of 256 completed appends,
-//! 32 request resources, 16 stage bindings, 16 active lease operations. The
+//! 16 request resources, 8 stage bindings, 8 active lease operations. The
 //! conformance profile is the one the traces are written for (32-byte ids,
 //! 8 resources, 4 bindings, 8 completed appends, 4 operations, 4 results).
 

@@ -213,5 +213,5 @@ pub(crate) fn prune_records(inner: &mut Inner) {
     on!(core, s => crate::session::unfinished!(&**s, t => {
         keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
     }));
-    inner.retain_records(&keep);
+    inner.retain_records(&mut keep);
 }

@@ -381,7 +381,7 @@ impl PySession {
             Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
         };
         let Some(record) = handle
-            .and_then(|h| inner.records.get(&h))
+            .and_then(|h| inner.record(h))
             .map(|r| r.clone_ref(py))
         else {
             return Ok(None);
@@ -445,7 +445,7 @@ impl PySession {
         })?;
         recorded.map_err(|e| core_error(e, cx))?;
         inner.next_handle += 1;
-        inner.records.insert(handle, record.unbind());
+        inner.records.push((handle, record.unbind()));
         crate::lease::prune_records(&mut inner);
         Ok(())
     }

@@ -2,7 +2,6 @@
 //! opaque values (configs, capabilities, stage results) as the Python
 //! objects the host gave.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use duplex_core::{
@@ -81,7 +80,7 @@ pub(crate) struct Inner {
     pub(crate) lease_config: Py<PyAny>,
     /// Completed appends' records, by the handle the core keeps:
     /// `(fence, mode, final, stage_results)`.
-    pub(crate) records: HashMap<i64, Py<PyTuple>>,
+    pub(crate) records: Vec<(i64, Py<PyTuple>)>,
     pub(crate) next_handle: i64,
     /// The close reason as the host named it.
     pub(crate) terminal_reason: Option<Py<PyString>>,
@@ -101,9 +100,32 @@ impl Inner {
     }
 
     /// Keeps only the records with these handles.
-    pub(crate) fn retain_records(&mut self, handles: &[i64]) {
-        self.records.retain(|h, _| handles.contains(h));
+    pub(crate) fn retain_records(&mut self, handles: &mut [i64]) {
+        handles.sort_unstable();
+        self.records
+            .retain(|(h, _)| handles.binary_search(h).is_ok());
     }
+
+    /// The record of a handle (handles are issued in increasing order, so
+    /// the records are sorted by handle).
+    pub(crate) fn record(&self, handle: i64) -> Option<&Py<PyTuple>> {
+        let at = self
+            .records
+            .binary_search_by_key(&handle, |(h, _)| *h)
+            .ok()?;
+        self.records.get(at).map(|(_, r)| r)
+    }
+}
+
+/// The last fence argument read, by identity.
+#[derive(Debug)]
+pub(crate) struct CachedFence {
+    object: Py<PyAny>,
+    session_id: Py<PyString>,
+    epoch: u64,
+    turn: u64,
+    response: u64,
+    incarnation: u64,
 }
 
 /// A duplex session: the seed's `DuplexSessionRuntimeState`.
@@ -114,6 +136,9 @@ pub(crate) struct PySession {
     clock: Py<PyAny>,
     pub(crate) profile: Profile,
     timers: Option<Arc<Timers>>,
+    /// Never held while Python code runs (only a pointer comparison and
+    /// reference counts happen under it).
+    arg_cache: Mutex<Option<CachedFence>>,
 }
 
 /// Everything a session is opened with.
@@ -189,7 +214,7 @@ impl PySession {
                 session_config: copy_dict(py, &o.session_config)?.unbind(),
                 runtime_config: copy_dict(py, &o.runtime_config)?.unbind(),
                 lease_config: o.lease_config.unbind(),
-                records: HashMap::new(),
+                records: Vec::new(),
                 next_handle: 0,
                 terminal_reason: None,
                 fence_object: Some(o.fence.object.unbind()),
@@ -198,6 +223,7 @@ impl PySession {
             clock,
             profile,
             timers,
+            arg_cache: Mutex::new(None),
         })
     }
 
@@ -222,9 +248,44 @@ impl PySession {
         convert::now(self.clock.bind(py), None)
     }
 
-    /// Reads a fence argument.
+    /// Reads a fence argument. The last fence read is remembered by
+    /// identity: a `DuplexFence` is frozen, so a host that passes the same
+    /// object again (the common case: one fence per turn) skips reading
+    /// its five attributes.
     pub(crate) fn arg<'py>(&self, fence: &Bound<'py, PyAny>) -> PyResult<FenceArg<'py>> {
-        FenceArg::read(fence)
+        let py = fence.py();
+        {
+            let cache = self
+                .arg_cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = cache.as_ref().filter(|c| c.object.is(fence)) {
+                return Ok(FenceArg {
+                    object: fence.clone(),
+                    session_id: c.session_id.bind(py).clone(),
+                    epoch: c.epoch,
+                    turn: c.turn,
+                    response: c.response,
+                    incarnation: c.incarnation,
+                });
+            }
+        }
+        let arg = FenceArg::read(fence)?;
+        if fence.is_exact_instance(convert::fence_class(py)?) {
+            let mut cache = self
+                .arg_cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *cache = Some(CachedFence {
+                object: fence.clone().unbind(),
+                session_id: arg.session_id.clone().unbind(),
+                epoch: arg.epoch,
+                turn: arg.turn,
+                response: arg.response,
+                incarnation: arg.incarnation,
+            });
+        }
+        Ok(arg)
     }
 
     /// The outcome of a transition: the fence remembered, or the refusal.
@@ -294,6 +355,15 @@ impl PySession {
 
     /// Remembers `arg` as the fence object if the session now has its values.
     pub(crate) fn remember(&self, inner: &mut Inner, arg: &FenceArg<'_>) {
+        // The same object again: an operation that admitted it leaves the
+        // session at its values (a fence never moves backwards).
+        if inner
+            .fence_object
+            .as_ref()
+            .is_some_and(|o| o.is(&arg.object))
+        {
+            return;
+        }
         if let Some(core) = &inner.core {
             if on!(core, s => arg.is(s.fence())) {
                 inner.fence_object = Some(arg.object.clone().unbind());
@@ -639,20 +709,29 @@ impl PySession {
             }
         }));
         for (op, handle) in rows {
-            if let Some(record) = inner.records.get(&handle) {
+            if let Some(record) = inner.record(handle) {
                 let r = record.bind(py);
-                ordered.set_item(
-                    op,
-                    class.call1((
-                        r.get_item(0)?,
-                        r.get_item(1)?,
-                        r.get_item(2)?,
-                        r.get_item(3)?,
-                    ))?,
-                )?;
+                let results = PyTuple::new(py, r.iter().skip(3))?;
+                let record =
+                    class.call1((r.get_item(0)?, r.get_item(1)?, r.get_item(2)?, results))?;
+                ordered.set_item(op, record)?;
             }
         }
         Ok(ordered)
+    }
+
+    /// Bytes this session holds outside Python's allocator (which
+    /// tracemalloc does not see): the boxed core session and the table of
+    /// completed-append handles.
+    fn _native_bytes(&self, py: Python<'_>) -> usize {
+        let inner = self.lock(py);
+        let core = match &inner.core {
+            Some(CoreAny::Server(_)) => std::mem::size_of::<crate::core::ServerAny>(),
+            Some(CoreAny::Conformance(_)) => std::mem::size_of::<crate::core::ConformanceAny>(),
+            None => 0,
+        };
+        let slot = std::mem::size_of::<(i64, Py<PyTuple>)>() + 1;
+        core + inner.records.capacity() * slot
     }
 
     /// The session's lease (a `DuplexLeaseState` view of it).

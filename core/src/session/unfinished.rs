@@ -271,6 +271,27 @@ impl<
             .map(|r| (r.stage, r.request, r.state(), self.fence.at(r.position)))
     }
 
+    /// The completed appends `(operation id, results)`, oldest first, as
+    /// recorded: for hosts that show the cache (a lookup that answers a
+    /// retry is [`completed`](Self::completed), which checks the fence,
+    /// mode and finality).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.record_completed(&f, &Id::new("op1")?, InputMode::TurnCommitOnly, Finality::Final, &[7])?;
+    /// let (op, results) = s.completed_records().next().unwrap();
+    /// assert_eq!((op.as_str(), results), ("op1", &[7][..]));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn completed_records(&self) -> impl Iterator<Item = (&Id<L>, &[i64])>
+    where
+        S: Unfinished,
+    {
+        self.completed.results()
+    }
+
     /// Operation ids of the completed-append cache, oldest first.
     ///
     /// ```
