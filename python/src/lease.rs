@@ -17,9 +17,24 @@ impl PySession {
     /// terminal_reason)` in the seed's types.
     pub(crate) fn lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let inner = self.lock(py);
+        let ops = PySet::empty(py)?;
+        let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
+        if let (None, Some(closed)) = (&inner.core, &inner.closed) {
+            let last = inner.facts_last_activity().unwrap_or(Instant::ZERO);
+            return PyTuple::new(
+                py,
+                [
+                    inner.lease_config.clone_ref(py).into_bound(py),
+                    closed.generation.into_pyobject(py)?.into_any(),
+                    convert::seconds(last).into_pyobject(py)?.into_any(),
+                    py.None().into_bound(py),
+                    ops.into_any(),
+                    reason.into_pyobject(py)?.into_any(),
+                ],
+            );
+        }
         let core = inner.core.as_ref().ok_or_else(gone)?;
         let generation = on!(core, s => s.lease_generation());
-        let ops = PySet::empty(py)?;
         let mut last = None;
         let mut detached = None;
         on!(core, s => {

@@ -35,7 +35,15 @@ pub(crate) struct PyManager {
     profile: Profile,
     timers: Arc<Timers>,
     next_order: AtomicU64,
+    /// Storage of closed sessions, reused by the next opens (never held
+    /// while Python code runs).
+    pool: Mutex<Vec<crate::core::CoreAny>>,
+    default_lease: pyo3::sync::PyOnceLock<Py<PyAny>>,
+    last_lease: Mutex<Option<(Py<PyAny>, duplex_core::LeaseConfig)>>,
 }
+
+/// Closed sessions' storage kept for reuse: at most this many.
+const POOL: usize = 16;
 
 fn invalid(message: String) -> PyErr {
     with_kind(PyValueError::new_err(message), "invalid_config")
@@ -128,6 +136,9 @@ impl PyManager {
             profile,
             timers: Arc::new(Timers::default()),
             next_order: AtomicU64::new(0),
+            pool: Mutex::new(Vec::new()),
+            default_lease: pyo3::sync::PyOnceLock::new(),
+            last_lease: Mutex::new(None),
         })
     }
 
@@ -150,25 +161,39 @@ impl PyManager {
     ) -> PyResult<Py<PySession>> {
         let arg = FenceArg::read_exact(fence, "open_session")?;
         let id = arg.session_id.to_str()?.to_owned();
-        if self.table(py).contains_key(&id) {
-            return Err(exists(&id));
-        }
-        let empty = || Ok(PyDict::new(py).into_any());
-        let opening = Opening {
+        let mut opening = Opening {
             now: convert::now(self.clock.bind(py), None)?,
             capabilities: or_default(capabilities, || convert::capabilities_class(py)?.call0())?,
-            session_config: or_default(session_config, empty)?,
-            runtime_config: or_default(runtime_config, empty)?,
-            lease_config: or_default(lease_config, || convert::lease_config_class(py)?.call0())?,
+            session_config: session_config.filter(|c| !c.is_none()).cloned(),
+            runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
+            // The default `DuplexLeaseConfig()` is frozen: one instance serves
+            // every session that takes the default.
+            lease_config: or_default(lease_config, || {
+                Ok(self
+                    .default_lease
+                    .get_or_try_init(py, || {
+                        convert::lease_config_class(py)?.call0().map(Bound::unbind)
+                    })?
+                    .bind(py)
+                    .clone())
+            })?,
+            lease: duplex_core::LeaseConfig::default(),
             completed_limit: self.completed_limit,
             fence: arg,
         };
+        opening.lease = self.lease(&opening.lease_config)?;
+        let reuse = self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
         let session = PySession::open(
             py,
             opening,
             self.clock.clone_ref(py),
             self.profile,
             Some(Arc::clone(&self.timers)),
+            reuse,
         )?;
         let session = Py::new(py, session)?;
         let mut table = self.table(py);
@@ -188,6 +213,9 @@ impl PyManager {
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
         table.insert(id, (order, session.clone_ref(py)));
         drop(table);
+        if order % 64 == 63 {
+            self.compact(py);
+        }
         let s = session.get();
         let inner = s.lock(py);
         s.reschedule(py, &inner);
@@ -218,16 +246,32 @@ impl PyManager {
         fence: &Bound<'_, PyAny>,
         reason: Option<&Bound<'_, PyString>>,
     ) -> PyResult<Option<Py<PySession>>> {
-        let arg = FenceArg::read_exact(fence, "close_session")?;
-        let id = arg.session_id.to_str()?.to_owned();
+        FenceArg::check_type(fence, "close_session")?;
+        let id: String = fence
+            .getattr(pyo3::intern!(py, "session_id"))?
+            .extract()
+            .map_err(|_| {
+                with_kind(
+                    PyValueError::new_err("fence session_id must be a str"),
+                    "invalid_argument",
+                )
+            })?;
         let Some(session) = self.lookup(py, &id) else {
             return Ok(None);
         };
+        // The session remembers the last fence it read, by identity.
+        let arg = session.get().arg(fence)?;
         let reason = reason
             .cloned()
             .unwrap_or_else(|| PyString::new(py, "explicit_close"));
-        if session.get().terminate_now(py, &arg, &reason)?.is_none() {
+        let Some((_, storage)) = session.get().terminate_now(py, &arg, &reason)? else {
             return Ok(None);
+        };
+        if let Some(storage) = storage {
+            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            if pool.len() < POOL {
+                pool.push(storage);
+            }
         }
         self.remove_if(py, &id, &session);
         Ok(Some(session))
@@ -259,7 +303,7 @@ impl PyManager {
     fn finalize_close_session(&self, py: Python<'_>, session: Py<PySession>) -> PyResult<()> {
         let s = session.get();
         let mut inner = s.lock(py);
-        s.finalize_locked(&mut inner)?;
+        s.finalize_locked(py, &mut inner)?;
         drop(inner);
         let id = s.id(py).to_str()?.to_owned();
         self.remove_if(py, &id, &session);
@@ -377,6 +421,30 @@ impl PyManager {
 }
 
 impl PyManager {
+    /// A lease configuration converted, remembering the last one by
+    /// identity (`DuplexLeaseConfig` is frozen).
+    fn lease(&self, config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {
+        let mut last = self
+            .last_lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((object, lease)) = last.as_ref() {
+            if object.is(config) {
+                return Ok(*lease);
+            }
+        }
+        drop(last);
+        let lease = crate::session::lease_of(config)?;
+        if config.is_exact_instance(convert::lease_config_class(config.py())?) {
+            last = self
+                .last_lease
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *last = Some((config.clone().unbind(), lease));
+        }
+        Ok(lease)
+    }
+
     /// Rebuilds the deadline hints when stale ones pile up.
     fn compact(&self, py: Python<'_>) {
         let sessions = self.table(py).len();

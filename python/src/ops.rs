@@ -165,10 +165,10 @@ impl PySession {
         let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
         on!(core, s => s.replace_configs(Some(()), None)).map_err(|e| core_error(e, cx))?;
         if let Some(c) = session_config {
-            inner.session_config = c.unbind();
+            inner.session_config = Some(c.unbind());
         }
         if let Some(c) = runtime_config {
-            inner.runtime_config = c.unbind();
+            inner.runtime_config = Some(c.unbind());
         }
         Ok(())
     }
@@ -537,7 +537,7 @@ impl PySession {
     /// Closing → Closed: the request ids it still held.
     fn finalize_close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut inner = self.lock(py);
-        let ids = self.finalize_locked(&mut inner)?;
+        let ids = self.finalize_locked(py, &mut inner)?;
         PyList::new(py, ids)
     }
 

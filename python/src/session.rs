@@ -75,8 +75,10 @@ struct Facts {
 pub(crate) struct Inner {
     pub(crate) core: Option<CoreAny>,
     pub(crate) capabilities: Py<PyAny>,
-    pub(crate) session_config: Py<PyAny>,
-    pub(crate) runtime_config: Py<PyAny>,
+    /// `None` until read: a session opened without one gets its empty
+    /// dict when it is first asked for.
+    pub(crate) session_config: Option<Py<PyAny>>,
+    pub(crate) runtime_config: Option<Py<PyAny>>,
     pub(crate) lease_config: Py<PyAny>,
     /// Completed appends' records, by the handle the core keeps:
     /// `(fence, mode, final, stage_results)`.
@@ -87,6 +89,17 @@ pub(crate) struct Inner {
     /// The last fence object whose values are the session's fence.
     pub(crate) fence_object: Option<Py<PyAny>>,
     pub(crate) facts: Option<Facts>,
+    /// A closed session's fence and lease generation (its core is gone).
+    pub(crate) closed: Option<Closed>,
+}
+
+/// What a closed session's fence and lease read.
+#[derive(Debug)]
+pub(crate) struct Closed {
+    pub(crate) fence: Py<PyAny>,
+    pub(crate) epoch: u64,
+    pub(crate) turn: u64,
+    pub(crate) generation: u64,
 }
 
 impl Inner {
@@ -146,13 +159,15 @@ pub(crate) struct Opening<'py> {
     pub(crate) fence: FenceArg<'py>,
     pub(crate) now: Instant,
     pub(crate) capabilities: Bound<'py, PyAny>,
-    pub(crate) session_config: Bound<'py, PyAny>,
-    pub(crate) runtime_config: Bound<'py, PyAny>,
+    pub(crate) session_config: Option<Bound<'py, PyAny>>,
+    pub(crate) runtime_config: Option<Bound<'py, PyAny>>,
     pub(crate) lease_config: Bound<'py, PyAny>,
     pub(crate) completed_limit: usize,
+    /// `lease_config` converted.
+    pub(crate) lease: duplex_core::LeaseConfig,
 }
 
-fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {
+pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {
     let py = config.py();
     let ttl: Option<f64> = config.getattr(pyo3::intern!(py, "idle_ttl_s"))?.extract()?;
     let grace: f64 = config
@@ -181,8 +196,9 @@ impl PySession {
         clock: Py<PyAny>,
         profile: Profile,
         timers: Option<Arc<Timers>>,
+        reuse: Option<CoreAny>,
     ) -> PyResult<Self> {
-        let lease = lease_of(&o.lease_config)?;
+        let lease = o.lease;
         let modes = convert::modes(&o.capabilities)?;
         let options = duplex_core::OpenOptions::default()
             .modes(modes)
@@ -192,14 +208,26 @@ impl PySession {
             session: o.fence.session_id.to_str()?,
             ..Context::default()
         };
-        let core = match profile {
-            Profile::Server => {
+        let core = match (profile, reuse) {
+            // A closed session's storage, opened again in place: the tables
+            // are emptied, not rewritten (a server session is ~45 KiB).
+            (Profile::Server, Some(CoreAny::Server(mut boxed))) if boxed.as_open().is_some() => {
+                let fence = o.fence.fence()?;
+                match boxed.as_open_mut() {
+                    Some(open) => open
+                        .recycle(fence, options, o.now)
+                        .map_err(|e| core_error(e, cx))?,
+                    None => return Err(gone()),
+                }
+                CoreAny::Server(boxed)
+            }
+            (Profile::Server, _) => {
                 let s =
                     duplex_core::Session::open_with_capacities(o.fence.fence()?, options, o.now)
                         .map_err(|e| core_error(e, cx))?;
                 CoreAny::Server(Box::new(s.into()))
             }
-            Profile::Conformance => {
+            (Profile::Conformance, _) => {
                 let s =
                     duplex_core::Session::open_with_capacities(o.fence.fence()?, options, o.now)
                         .map_err(|e| core_error(e, cx))?;
@@ -211,19 +239,33 @@ impl PySession {
             inner: Mutex::new(Inner {
                 core: Some(core),
                 capabilities: o.capabilities.unbind(),
-                session_config: copy_dict(py, &o.session_config)?.unbind(),
-                runtime_config: copy_dict(py, &o.runtime_config)?.unbind(),
+                session_config: o
+                    .session_config
+                    .map(|c| copy_dict(py, &c).map(Bound::unbind))
+                    .transpose()?,
+                runtime_config: o
+                    .runtime_config
+                    .map(|c| copy_dict(py, &c).map(Bound::unbind))
+                    .transpose()?,
                 lease_config: o.lease_config.unbind(),
                 records: Vec::new(),
                 next_handle: 0,
                 terminal_reason: None,
-                fence_object: Some(o.fence.object.unbind()),
+                fence_object: Some(o.fence.object.clone().unbind()),
                 facts: None,
+                closed: None,
             }),
             clock,
             profile,
             timers,
-            arg_cache: Mutex::new(None),
+            arg_cache: Mutex::new(Some(CachedFence {
+                object: o.fence.object.clone().unbind(),
+                session_id: o.fence.session_id.clone().unbind(),
+                epoch: o.fence.epoch,
+                turn: o.fence.turn,
+                response: o.fence.response,
+                incarnation: o.fence.incarnation,
+            })),
         })
     }
 
@@ -379,18 +421,64 @@ impl PySession {
     }
 
     /// Closes in one step (begin_close + finalize), for the manager.
+    /// Closes in one step (the manager's `close_session`): `None` if the
+    /// session was already closing. An open or detached session accepts
+    /// the fence, hands back every request id it held and becomes closed
+    /// without moving its storage, which comes back (if it was open) for
+    /// the next session to reuse.
     pub(crate) fn terminate_now(
         &self,
         py: Python<'_>,
         fence: &FenceArg<'_>,
         reason: &Bound<'_, PyString>,
-    ) -> PyResult<Option<Vec<String>>> {
+    ) -> PyResult<Option<(Vec<String>, Option<CoreAny>)>> {
         let mut inner = self.lock(py);
         if inner.terminal_reason.is_some() {
             return Ok(None);
         }
-        self.begin_close_locked(py, &mut inner, fence, reason)?;
-        Ok(Some(self.finalize_locked(&mut inner)?))
+        let cx = self.cx(py);
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let accepted = on!(core, s => match fence.fence() {
+            Ok(f) => Ok(s.accept_fence(&f)),
+            Err(e) => Err(e),
+        })?;
+        if let Err(e) = accepted {
+            return Err(self.refuse(py, &mut inner, e, Some(&fence.object), cx));
+        }
+        let ids = self.all_request_ids_locked(&inner);
+        let facts = Self::facts_of(&inner);
+        let generation = inner
+            .core
+            .as_ref()
+            .map_or(0, |c| on!(c, s => s.lease_generation()));
+        inner.facts = facts;
+        inner.closed = Some(Closed {
+            fence: fence.object.clone().unbind(),
+            epoch: fence.epoch,
+            turn: fence.turn,
+            // Closing bumps the generation, as the seed's mark_terminal does.
+            generation: generation + 1,
+        });
+        inner.fence_object = Some(fence.object.clone().unbind());
+        inner.terminal_reason = Some(reason.clone().unbind());
+        inner.records.clear();
+        let storage = inner
+            .core
+            .take()
+            .filter(|c| on!(c, s => s.as_open().is_some()));
+        Ok(Some((ids, storage)))
+    }
+
+    fn facts_of(inner: &Inner) -> Option<Facts> {
+        inner.core.as_ref().and_then(|core| {
+            on!(core, s => unfinished!(&**s, t => Facts {
+                input_seq: t.input_seq(),
+                input_turn_seq: t.input_turn_seq(),
+                last_activity: t.last_activity(),
+                config_generation: t.config_generation(),
+                completed_limit: t.completed_limit(),
+            }))
+        })
     }
 
     pub(crate) fn begin_close_locked(
@@ -422,21 +510,29 @@ impl PySession {
     }
 
     /// Closing → Closed: the requests it still held.
-    pub(crate) fn finalize_locked(&self, inner: &mut Inner) -> PyResult<Vec<String>> {
-        let facts = inner.core.as_ref().and_then(|core| {
-            on!(core, s => unfinished!(&**s, t => Facts {
-                input_seq: t.input_seq(),
-                input_turn_seq: t.input_turn_seq(),
-                last_activity: t.last_activity(),
-                config_generation: t.config_generation(),
-                completed_limit: t.completed_limit(),
-            }))
-        });
+    pub(crate) fn finalize_locked(
+        &self,
+        py: Python<'_>,
+        inner: &mut Inner,
+    ) -> PyResult<Vec<String>> {
+        let facts = Self::facts_of(inner);
         let ids = transition!(inner.core, s => s.finalize().map(|(n, ids)| {
             (n, ids.iter().map(|id| id.as_str().to_owned()).collect::<Vec<String>>())
         }))
-        .map_err(|e| core_error(e, Context::default()))?;
+        .map_err(|e| core_error(e, self.cx(py)))?;
+        let fence = self.fence_obj(py, inner)?.unbind();
+        let (epoch, turn, generation) = inner.core.as_ref().map_or(
+            (0, 0, 0),
+            |c| on!(c, s => (s.fence().epoch, s.fence().turn, s.lease_generation())),
+        );
         inner.facts = facts;
+        inner.closed = Some(Closed {
+            fence,
+            epoch,
+            turn,
+            generation,
+        });
+        inner.core = None;
         inner.records.clear();
         Ok(ids)
     }
@@ -509,6 +605,10 @@ impl PySession {
     /// The resource request ids (unique, in order), for request cleanup.
     pub(crate) fn all_request_ids(&self, py: Python<'_>) -> Vec<String> {
         let inner = self.lock(py);
+        self.all_request_ids_locked(&inner)
+    }
+
+    fn all_request_ids_locked(&self, inner: &Inner) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         if let Some(core) = &inner.core {
             on!(core, s => {
@@ -535,7 +635,7 @@ impl PySession {
 
 pub(crate) fn gone() -> PyErr {
     with_kind(
-        PyRuntimeError::new_err("duplex session is mid-transition"),
+        PyRuntimeError::new_err("duplex session is closed: only its final facts can be read"),
         "wrong_state",
     )
 }
@@ -584,6 +684,9 @@ impl PySession {
     #[getter]
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
         let inner = self.lock(py);
+        if let (None, Some(c)) = (&inner.core, &inner.closed) {
+            return Ok(c.epoch);
+        }
         let core = inner.core.as_ref().ok_or_else(gone)?;
         Ok(on!(core, s => s.fence().epoch))
     }
@@ -592,6 +695,9 @@ impl PySession {
     #[getter]
     fn turn_id(&self, py: Python<'_>) -> PyResult<u64> {
         let inner = self.lock(py);
+        if let (None, Some(c)) = (&inner.core, &inner.closed) {
+            return Ok(c.turn);
+        }
         let core = inner.core.as_ref().ok_or_else(gone)?;
         Ok(on!(core, s => s.fence().turn))
     }
@@ -605,13 +711,21 @@ impl PySession {
     /// The session configuration (a dict).
     #[getter]
     fn session_config(&self, py: Python<'_>) -> Py<PyAny> {
-        self.lock(py).session_config.clone_ref(py)
+        let mut inner = self.lock(py);
+        inner
+            .session_config
+            .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
+            .clone_ref(py)
     }
 
     /// The runtime configuration (a dict).
     #[getter]
     fn runtime_config(&self, py: Python<'_>) -> Py<PyAny> {
-        self.lock(py).runtime_config.clone_ref(py)
+        let mut inner = self.lock(py);
+        inner
+            .runtime_config
+            .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
+            .clone_ref(py)
     }
 
     /// Configuration generation.
@@ -663,7 +777,9 @@ impl PySession {
     fn stage_bindings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let inner = self.lock(py);
         let out = PyDict::new(py);
-        let core = inner.core.as_ref().ok_or_else(gone)?;
+        let Some(core) = inner.core.as_ref() else {
+            return Ok(out);
+        };
         let class = convert::binding_class(py)?;
         on!(core, s => unfinished!(&**s, t => {
             for (stage, id, fence) in t.bindings_with_fences() {
@@ -681,7 +797,9 @@ impl PySession {
     fn request_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let inner = self.lock(py);
         let out = PyDict::new(py);
-        let core = inner.core.as_ref().ok_or_else(gone)?;
+        let Some(core) = inner.core.as_ref() else {
+            return Ok(out);
+        };
         let class = resource_class(py)?;
         on!(core, s => unfinished!(&**s, t => {
             for (stage, id, state, fence) in t.resources_with_fences() {
@@ -701,7 +819,9 @@ impl PySession {
         let inner = self.lock(py);
         let ordered = py.import("collections")?.getattr("OrderedDict")?.call0()?;
         let class = convert::completed_class(py)?;
-        let core = inner.core.as_ref().ok_or_else(gone)?;
+        let Some(core) = inner.core.as_ref() else {
+            return Ok(ordered);
+        };
         let mut rows: Vec<(String, i64)> = Vec::new();
         on!(core, s => unfinished!(&**s, t => {
             for (op, results) in t.completed_records() {
