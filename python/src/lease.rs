@@ -2,7 +2,7 @@
 //! (`session.lease`, a view in `_lease.py`), barge-in, and the cleanup of
 //! completed-append records the core has evicted.
 
-use duplex_core::{Error as CoreError, Id, Instant};
+use duplex_core::{Error as CoreError, Id, Instant, StateKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString, PyTuple};
@@ -173,6 +173,15 @@ impl PySession {
         let c = self.arg(cancelled)?;
         let n = self.arg(next)?;
         let mut inner = self.lock(py);
+        // The state comes before the fences (SPEC §8's precedence).
+        let state = PySession::kind(&inner);
+        if !matches!(state, StateKind::Open | StateKind::Detached) {
+            let e = CoreError::WrongState {
+                operation: "cancel",
+                state,
+            };
+            return Err(core_error(e, self.cx(py)));
+        }
         let current = self.fence_obj(py, &mut inner)?;
         let cur = FenceArg::read(&current)?;
         let sid = self.id(py).to_str()?;

@@ -2,7 +2,7 @@
 //! Python arguments and the clock first, then locks the session, runs the
 //! core's operation, and answers with the seed's values.
 
-use duplex_core::{Appended, Error as CoreError, Fence, Id, Reservation};
+use duplex_core::{Appended, Error as CoreError, Fence, Id, Reservation, StateKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString, PyTuple};
@@ -114,10 +114,11 @@ impl PySession {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        session_op!(self, py, arg, cx, |s, f| match Id::new(operation_id) {
-            Ok(op) => s.end_operation(&f, &op, now),
-            Err(_) => Err(CoreError::OperationNotActive),
-        })?;
+        session_op!(self, py, arg, cx, |s, f| s.end_operation(
+            &f,
+            &convert::id(operation_id)?,
+            now
+        ))?;
         let inner = self.lock(py);
         self.reschedule(py, &inner);
         Ok(())
@@ -157,11 +158,21 @@ impl PySession {
             .filter(|c| !c.is_none())
             .map(|c| crate::session::copy_dict(py, c))
             .transpose()?;
+        let mut inner = self.lock(py);
+        let cx = self.cx(py);
+        // The state first (a closing session refuses even an empty call),
+        // then the seed's shortcut: nothing given, nothing changes.
+        let state = PySession::kind(&inner);
+        if !matches!(state, StateKind::Open | StateKind::Detached) {
+            let e = CoreError::WrongState {
+                operation: "replace_configs",
+                state,
+            };
+            return Err(core_error(e, cx));
+        }
         if session_config.is_none() && runtime_config.is_none() {
             return Ok(());
         }
-        let mut inner = self.lock(py);
-        let cx = self.cx(py);
         let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
         on!(core, s => s.replace_configs(Some(()), None)).map_err(|e| core_error(e, cx))?;
         if let Some(c) = session_config {
@@ -231,8 +242,10 @@ impl PySession {
         on!(core, s => {
             let at = arg.as_ref().map(FenceArg::fence).transpose();
             match at {
+                // One entry per binding, as the seed lists them (a request
+                // bound on two stages appears twice).
                 Ok(at) => match s.stage_request_ids(at.as_ref()) {
-                    Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
+                    Ok(ids) => PyList::new(py, ids.iter().map(Id::as_str)),
                     Err(e) => Err(core_error(e, self.cx(py))),
                 },
                 // An id no session can have: no binding is at that fence.
@@ -370,11 +383,8 @@ impl PySession {
         let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
         let found = on!(core, s => {
             let f = arg.fence()?;
-            match Id::new(operation_id) {
-                Ok(op) => Ok::<_, PyErr>(s.completed(&f, &op, m, r#final.into()).map(|r| r.and_then(|r| r.first().copied()))),
-                // Too long to have been recorded: only the fence can refuse.
-                Err(_) => Ok(s.completed(&f, &Id::new("\0").unwrap_or(f.session.clone()), m, r#final.into()).map(|_| None)),
-            }
+            let op = convert::id(operation_id)?;
+            Ok::<_, PyErr>(s.completed(&f, &op, m, r#final.into()).map(|r| r.and_then(|r| r.first().copied())))
         })?;
         let handle = match found {
             Ok(h) => h,
@@ -413,15 +423,10 @@ impl PySession {
         for r in stage_results.try_iter()? {
             copies.push(crate::session::copy_dict(py, &r?)?);
         }
-        if let Some(max) = self.profile.stage_results() {
-            if copies.len() > max {
-                let e = CoreError::Full {
-                    table: duplex_core::Table::StageResults,
-                    capacity: max,
-                };
-                return Err(core_error(e, self.cx(py)));
-            }
-        }
+        let too_many = self
+            .profile
+            .stage_results()
+            .filter(|max| copies.len() > *max);
         let record = PyTuple::new(
             py,
             [
@@ -441,7 +446,14 @@ impl PySession {
         let recorded = on!(core, s => {
             let f = arg.fence()?;
             let op = convert::id(operation_id)?;
-            Ok::<_, PyErr>(s.record_completed(&f, &op, m, r#final.into(), &[handle]))
+            // The state is checked before the table (SPEC: wrong_state, then
+            // the seed's order, then full): a lookup checks it and changes
+            // nothing.
+            Ok::<_, PyErr>(match (too_many, s.completed(&f, &op, m, r#final.into())) {
+                (_, Err(e @ CoreError::WrongState { .. })) => Err(e),
+                (Some(max), _) => Err(CoreError::Full { table: duplex_core::Table::StageResults, capacity: max }),
+                _ => s.record_completed(&f, &op, m, r#final.into(), &[handle]),
+            })
         })?;
         recorded.map_err(|e| core_error(e, cx))?;
         inner.next_handle += 1;

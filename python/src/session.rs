@@ -499,10 +499,11 @@ impl PySession {
         match result {
             Ok(()) => {
                 self.remember(inner, fence);
-                if inner.terminal_reason.is_some() {
-                    return Ok(false);
+                // Already closing: the seed answers True, and keeps the
+                // first reason.
+                if inner.terminal_reason.is_none() {
+                    inner.terminal_reason = Some(reason.clone().unbind());
                 }
-                inner.terminal_reason = Some(reason.clone().unbind());
                 Ok(true)
             }
             Err(e) => Err(self.refuse(py, inner, e, Some(&fence.object), cx)),
