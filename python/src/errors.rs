@@ -37,8 +37,8 @@ pub(crate) fn core_error(e: CoreError, cx: Context<'_>) -> PyErr {
     let kind = e.kind().as_str();
     let err = match e {
         CoreError::UnsupportedMode { .. } => PyValueError::new_err(format!(
-            "Duplex input mode {:?} is not supported by session {}",
-            cx.mode.unwrap_or_default(),
+            "Duplex input mode {} is not supported by session {}",
+            repr(cx.mode.unwrap_or_default()),
             cx.session
         )),
         CoreError::GenerationMismatch { expected, actual } => PyValueError::new_err(format!(
@@ -60,8 +60,8 @@ pub(crate) fn core_error(e: CoreError, cx: Context<'_>) -> PyErr {
             cx.request.unwrap_or_default()
         )),
         CoreError::OperationReused => PyValueError::new_err(format!(
-            "duplex append operation {:?} was reused with different metadata",
-            cx.operation.unwrap_or_default()
+            "duplex append operation {} was reused with different metadata",
+            repr(cx.operation.unwrap_or_default())
         )),
         CoreError::InvalidId { .. } | CoreError::InvalidConfig { .. } => {
             PyValueError::new_err(format!("duplex session {}: {e}", cx.session))
@@ -79,6 +79,15 @@ pub(crate) fn fence_mismatch(expected: &Bound<'_, PyAny>, actual: &Bound<'_, PyA
         Ok(instance) => PyErr::from_value(instance),
         Err(e) => e,
     }
+}
+
+/// Python's `repr` of a string (the seed formats ids with `!r`).
+fn repr(text: &str) -> String {
+    Python::attach(|py| {
+        pyo3::types::PyString::new(py, text)
+            .repr()
+            .map_or_else(|_| format!("{text:?}"), |r| r.to_string())
+    })
 }
 
 /// A refusal of the manager: the seed's texts.

@@ -238,7 +238,10 @@ impl PySession {
             .map(|f| self.arg(f))
             .transpose()?;
         let inner = self.lock(py);
-        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        // A closed session holds nothing.
+        let Some(core) = inner.core.as_ref() else {
+            return Ok(PyList::empty(py));
+        };
         on!(core, s => {
             let at = arg.as_ref().map(FenceArg::fence).transpose();
             match at {
@@ -275,7 +278,9 @@ impl PySession {
             }
         });
         let inner = self.lock(py);
-        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
+        let Some(core) = inner.core.as_ref() else {
+            return Ok(PyList::empty(py));
+        };
         on!(core, s => {
             match arg.as_ref().map(FenceArg::fence).transpose() {
                 Ok(at) => match s.resource_request_ids(at.as_ref(), state) {
@@ -294,6 +299,9 @@ impl PySession {
             .map(|i| i?.extract::<String>())
             .collect::<PyResult<_>>()?;
         let mut inner = self.lock(py);
+        if inner.core.is_none() {
+            return Ok(()); // a closed session holds nothing
+        }
         PySession::release_ids(&mut inner, &ids)
     }
 
@@ -397,10 +405,9 @@ impl PySession {
             return Ok(None);
         };
         drop(inner);
-        let results = record.bind(py).get_item(3)?;
         let out = PyList::empty(py);
-        for r in results.try_iter()? {
-            out.append(crate::session::copy_dict(py, &r?)?)?;
+        for r in record.bind(py).iter().skip(3) {
+            out.append(crate::session::copy_dict(py, &r)?)?;
         }
         Ok(Some(out))
     }
@@ -427,15 +434,15 @@ impl PySession {
             .profile
             .stage_results()
             .filter(|max| copies.len() > *max);
-        let record = PyTuple::new(
-            py,
-            [
-                fence.clone(),
-                mode.clone(),
-                PyBool::new(py, r#final).to_owned().into_any(),
-                PyTuple::new(py, copies)?.into_any(),
-            ],
-        )?;
+        // One flat tuple per record, `(fence, mode, final, *stage_results)`:
+        // no inner tuple, so a record costs less than the seed's.
+        let mut items = vec![
+            fence.clone(),
+            mode.clone(),
+            PyBool::new(py, r#final).to_owned().into_any(),
+        ];
+        items.extend(copies);
+        let record = PyTuple::new(py, items)?;
         let mut inner = self.lock(py);
         let cx = Context {
             operation: Some(operation_id),

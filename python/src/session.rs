@@ -364,6 +364,9 @@ impl PySession {
         py: Python<'py>,
         inner: &mut Inner,
     ) -> PyResult<Bound<'py, PyAny>> {
+        if let (None, Some(closed)) = (&inner.core, &inner.closed) {
+            return Ok(closed.fence.bind(py).clone());
+        }
         let core = inner.core.as_ref().ok_or_else(gone)?;
         if let Some(obj) = &inner.fence_object {
             let arg = FenceArg::read(obj.bind(py))?;

@@ -1,0 +1,74 @@
+"""The lease: standalone, as the seed's lease module has it, and as the
+view of a session's lease (`session.lease`)."""
+
+import pytest
+
+import duplex_session as d
+
+
+def lease():
+    return d.DuplexLeaseState(config=d.DuplexLeaseConfig(idle_ttl_s=10.0), generation=0, last_activity=1.0)
+
+
+def test_standalone_lease_follows_the_seed():
+    ls = lease()
+    assert ls.expires_at == 11.0 and not ls.idle_expired(10.9) and ls.idle_expired(11.0)
+    ls.detach(2.0)
+    assert ls.detached_at == 2.0 and ls.disconnect_grace_expired(32.0)
+    assert ls.resume(3.0, expected_generation=0) == 1 and ls.detached_at is None
+    with pytest.raises(ValueError) as e:
+        ls.resume(3.0, expected_generation=0)
+    assert str(e.value) == "duplex lease generation mismatch: expected 1, got 0" and e.value.kind == "generation_mismatch"
+    ls.begin_operation(4.0, "op")
+    assert not ls.idle_expired(100.0)
+    with pytest.raises(ValueError, match="^duplex lease operation already active: op$"):
+        ls.begin_operation(4.0, "op")
+    with pytest.raises(ValueError, match="^duplex lease operation_id must not be empty$"):
+        ls.begin_operation(4.0, "")
+    ls.end_operation(5.0, "op")
+    with pytest.raises(KeyError) as e:
+        ls.end_operation(5.0, "op")
+    assert e.value.args[0] == "duplex lease operation is not active: op"
+    with pytest.raises(TypeError, match="^lease activity must be DuplexLeaseActivity$"):
+        ls.touch(6.0, "heartbeat")
+    assert ls.mark_terminal("explicit_close") is True and ls.generation == 2
+    assert ls.mark_terminal("again") is False
+    with pytest.raises(RuntimeError, match="^duplex lease is terminal: explicit_close$"):
+        ls.touch(7.0, d.DuplexLeaseActivity.HEARTBEAT)
+
+
+def test_a_sessions_lease_is_a_live_view(session, fence, clock):
+    ls = session.lease
+    assert isinstance(ls, d.DuplexLeaseState)
+    assert ls.config == d.DuplexLeaseConfig() and ls.generation == 0
+    session.begin_operation(fence, "gen-1")
+    assert ls.active_operations == {"gen-1"}
+    clock.now = 150.0
+    session.detach(fence)
+    assert (ls.detached_at, ls.last_activity) == (150.0, 150.0)
+    with pytest.raises(AttributeError):
+        ls.generation = 5
+
+
+def test_the_views_methods_act_on_the_session(session, fence):
+    ls = session.lease
+    ls.touch(120.0, d.DuplexLeaseActivity.HEARTBEAT)
+    assert session.lease.last_activity == 120.0
+    ls.begin_operation(121.0, "op")
+    with pytest.raises(ValueError) as e:
+        ls.begin_operation(121.0, "op")
+    assert str(e.value) == "duplex lease operation already active: op"
+    ls.end_operation(122.0, "op")
+    with pytest.raises(KeyError) as e:
+        ls.end_operation(122.0, "op")
+    assert e.value.args[0] == "duplex lease operation is not active: op"
+    ls.detach(123.0)
+    assert session.lease.detached_at == 123.0
+    with pytest.raises(ValueError) as e:
+        ls.resume(124.0, expected_generation=7)
+    assert str(e.value) == "duplex lease generation mismatch: expected 0, got 7"
+    assert ls.resume(124.0, expected_generation=0) == 1
+    assert ls.mark_terminal("explicit_close") is True
+    assert ls.mark_terminal("again") is False
+    with pytest.raises(RuntimeError, match="^duplex lease is terminal: explicit_close$"):
+        ls.touch(125.0, d.DuplexLeaseActivity.HEARTBEAT)
