@@ -229,11 +229,6 @@ fn mode_by_value(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
     }
 }
 
-/// The `DuplexInputMode` member for the core's mode.
-pub(crate) fn mode_object(py: Python<'_>, mode: InputMode) -> PyResult<Bound<'_, PyAny>> {
-    mode_class(py)?.call1((mode.as_str(),))
-}
-
 /// The core's modes for a capabilities object (`input_modes`).
 pub(crate) fn modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
     let mut out: Option<Modes> = None;

@@ -2,7 +2,7 @@
 //! class and message text where the seed refuses, the family of PYTHON.md
 //! where only a project rule does. Every exception carries `.kind`.
 
-use duplex_core::{Error as CoreError, ErrorKind};
+use duplex_core::Error as CoreError;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -88,16 +88,4 @@ fn repr(text: &str) -> String {
             .repr()
             .map_or_else(|_| format!("{text:?}"), |r| r.to_string())
     })
-}
-
-/// A refusal of the manager: the seed's texts.
-pub(crate) fn manager_error(kind: ErrorKind, message: String) -> PyErr {
-    let err = match kind {
-        ErrorKind::UnknownSession => PyKeyError::new_err(message),
-        ErrorKind::SessionExists | ErrorKind::InvalidConfig | ErrorKind::InvalidId => {
-            PyValueError::new_err(message)
-        }
-        _ => PyRuntimeError::new_err(message),
-    };
-    with_kind(err, kind.as_str())
 }

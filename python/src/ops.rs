@@ -357,8 +357,7 @@ impl PySession {
         let committed = on!(core, s => {
             match parts.rebuild() {
                 Ok(Some(r)) => s.commit_append(&r),
-                Ok(None) => Err(stale()),
-                Err(_) => Err(stale()),
+                Ok(None) | Err(_) => Err(stale()),
             }
         });
         match committed {

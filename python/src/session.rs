@@ -4,16 +4,13 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use duplex_core::{
-    Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode, Instant,
-    RequestState, Reservation, StateKind,
-};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use duplex_core::{CloseReason, Error as CoreError, Instant, RequestState, StateKind};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::convert::{self, appended_object, fence_object, mode_object, resource_class, FenceArg};
+use crate::convert::{self, fence_object, resource_class, FenceArg};
 use crate::core::{on, transition, CoreAny, Profile};
 use crate::errors::{core_error, fence_mismatch, with_kind, Context};
 use crate::timers::Timers;
@@ -62,7 +59,7 @@ pub(crate) use session_op;
 /// What a closed session still shows (the core keeps only its fence and
 /// generation once finalized).
 #[derive(Debug, Clone, Copy, Default)]
-struct Facts {
+pub(crate) struct Facts {
     input_seq: u64,
     input_turn_seq: u64,
     last_activity: Instant,
