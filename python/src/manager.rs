@@ -84,16 +84,16 @@ impl PyManager {
 #[pymethods]
 impl PyManager {
     /// A manager. `clock` returns float seconds (default `time.monotonic`);
-    /// `profile` is `"server"` (real sizes, the default) or `"conformance"`
-    /// (the traces' sizes); `completed_append_limit` defaults to the
-    /// seed's 256 (8 with the conformance profile).
+    /// `completed_append_limit` is the seed's 256 by default; `profile` is
+    /// `"server"` (real sizes, the default) or `"conformance"` (the traces'
+    /// sizes, whose window is 8: pass `completed_append_limit` of at most 8).
     #[new]
-    #[pyo3(signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = "server"))]
+    #[pyo3(signature = (*, clock = None, max_sessions = None, completed_append_limit = 256, profile = "server"))]
     fn new(
         py: Python<'_>,
         clock: Option<Py<PyAny>>,
         max_sessions: Option<i64>,
-        completed_append_limit: Option<i64>,
+        completed_append_limit: i64,
         profile: &str,
     ) -> PyResult<Self> {
         let profile = match profile {
@@ -113,7 +113,7 @@ impl PyManager {
             None => None,
         };
         let capacity = profile.completed();
-        let limit = completed_append_limit.unwrap_or(capacity.min(256) as i64);
+        let limit = completed_append_limit;
         if limit <= 0 {
             return Err(invalid("completed_append_limit must be positive".into()));
         }
@@ -239,12 +239,12 @@ impl PyManager {
     }
 
     /// Closes in one step; the session, or None if absent or already closing.
-    #[pyo3(signature = (fence, *, reason = None))]
+    #[pyo3(signature = (fence, *, reason = "explicit_close"))]
     fn close_session(
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: Option<&Bound<'_, PyString>>,
+        reason: &str,
     ) -> PyResult<Option<Py<PySession>>> {
         FenceArg::check_type(fence, "close_session")?;
         let id: String = fence
@@ -261,9 +261,7 @@ impl PyManager {
         };
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
-        let reason = reason
-            .cloned()
-            .unwrap_or_else(|| PyString::new(py, "explicit_close"));
+        let reason = PyString::intern(py, reason);
         let Some((_, storage)) = session.get().terminate_now(py, &arg, &reason)? else {
             return Ok(None);
         };
@@ -278,20 +276,18 @@ impl PyManager {
     }
 
     /// Begins closing (irreversible, resources kept); the session or None.
-    #[pyo3(signature = (fence, *, reason = None))]
+    #[pyo3(signature = (fence, *, reason = "explicit_close"))]
     fn begin_close_session(
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: Option<&Bound<'_, PyString>>,
+        reason: &str,
     ) -> PyResult<Option<Py<PySession>>> {
         let arg = FenceArg::read_exact(fence, "begin_close_session")?;
         let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
             return Ok(None);
         };
-        let reason = reason
-            .cloned()
-            .unwrap_or_else(|| PyString::new(py, "explicit_close"));
+        let reason = PyString::intern(py, reason);
         let s = session.get();
         let mut inner = s.lock(py);
         s.begin_close_locked(py, &mut inner, &arg, &reason)?;

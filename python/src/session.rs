@@ -666,6 +666,80 @@ pub(crate) fn ids_list<'py, 'a>(
 
 #[pymethods]
 impl PySession {
+    /// A session on its own, as the seed's dataclass constructor makes one
+    /// (a manager's `open_session` is the usual way). It starts empty: the
+    /// tables, sequences and cache come from its operations, so any other
+    /// initial value is refused. `lease` gives the configuration and the
+    /// time of the first activity (its generation must be 0).
+    #[new]
+    #[pyo3(signature = (
+        fence, lease, _clock, capabilities = None, session_config = None, runtime_config = None,
+        config_generation = 0, stage_bindings = None, request_resources = None, input_seq = 0,
+        input_turn_seq = 0, _append_turn_key = None, completed_append_limit = 256,
+        completed_appends = None
+    ))]
+    #[allow(clippy::too_many_arguments, clippy::used_underscore_binding)]
+    fn new(
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        lease: &Bound<'_, PyAny>,
+        _clock: Py<PyAny>,
+        capabilities: Option<&Bound<'_, PyAny>>,
+        session_config: Option<&Bound<'_, PyAny>>,
+        runtime_config: Option<&Bound<'_, PyAny>>,
+        config_generation: u64,
+        stage_bindings: Option<&Bound<'_, PyAny>>,
+        request_resources: Option<&Bound<'_, PyAny>>,
+        input_seq: u64,
+        input_turn_seq: u64,
+        _append_turn_key: Option<&Bound<'_, PyAny>>,
+        completed_append_limit: i64,
+        completed_appends: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        if completed_append_limit <= 0 {
+            return Err(with_kind(
+                pyo3::exceptions::PyValueError::new_err("completed_append_limit must be positive"),
+                "invalid_config",
+            ));
+        }
+        let generation: u64 = lease.getattr("generation")?.extract()?;
+        let filled = |v: Option<&Bound<'_, PyAny>>| {
+            v.is_some_and(|v| !v.is_none() && v.is_truthy().unwrap_or(true))
+        };
+        let empty = config_generation == 0
+            && input_seq == 0
+            && input_turn_seq == 0
+            && generation == 0
+            && !filled(stage_bindings)
+            && !filled(request_resources)
+            && !filled(completed_appends)
+            && _append_turn_key.is_none_or(|k| k.is_none());
+        if !empty {
+            return Err(with_kind(
+                pyo3::exceptions::PyValueError::new_err(
+                    "a DuplexSessionRuntimeState starts empty: its sequences, tables and lease generation come from its operations",
+                ),
+                "invalid_config",
+            ));
+        }
+        let last: f64 = lease.getattr("last_activity")?.extract()?;
+        let config = lease.getattr("config")?;
+        let opening = Opening {
+            fence: FenceArg::read(fence)?,
+            now: convert::instant(last)?,
+            capabilities: match capabilities {
+                Some(c) if !c.is_none() => c.clone(),
+                _ => convert::capabilities_class(py)?.call0()?,
+            },
+            session_config: session_config.filter(|c| !c.is_none()).cloned(),
+            runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
+            lease: lease_of(&config)?,
+            lease_config: config,
+            completed_limit: usize::try_from(completed_append_limit).unwrap_or(usize::MAX),
+        };
+        PySession::open(py, opening, _clock, Profile::Server, None, None)
+    }
+
     // ----- identity and views -------------------------------------------
 
     /// The session id.

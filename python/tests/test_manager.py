@@ -43,6 +43,16 @@ def test_admission_is_exact(clock):
     m.open_session(d.DuplexFence("c"))
 
 
+def test_signatures_are_the_seeds():
+    import inspect
+
+    params = inspect.signature(d.DuplexSessionRuntimeManager).parameters
+    assert params["completed_append_limit"].default == 256
+    assert params["clock"].default is None and params["max_sessions"].default is None
+    close = inspect.signature(d.DuplexSessionRuntimeManager.close_session).parameters
+    assert close["reason"].default == "explicit_close" and close["reason"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
 def test_constructor_refusals():
     with pytest.raises(ValueError, match="^max_sessions must be positive or null$"):
         d.DuplexSessionRuntimeManager(max_sessions=0)
@@ -196,7 +206,10 @@ def test_threads_share_a_manager_without_corruption():
 
 
 def test_the_conformance_profile_has_the_traces_sizes(clock):
-    m = d.DuplexSessionRuntimeManager(clock=clock, profile="conformance")
+    with pytest.raises(ValueError) as e:
+        d.DuplexSessionRuntimeManager(clock=clock, profile="conformance")  # the seed's 256 > 8
+    assert e.value.kind == "invalid_config"
+    m = d.DuplexSessionRuntimeManager(clock=clock, completed_append_limit=8, profile="conformance")
     assert m.profile == "conformance"
     f = d.DuplexFence("s" * 32)
     s = m.open_session(f)

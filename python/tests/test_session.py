@@ -200,3 +200,16 @@ def test_a_full_table_is_refused_and_changes_nothing(session, fence):
         session.reserve_stage_request(99, "one-too-many", fence=fence)
     assert e.value.kind == "full"
     assert len(session.resource_request_ids()) == 16
+
+
+def test_a_session_can_be_made_on_its_own_as_the_seeds_dataclass(clock):
+    f = d.DuplexFence("solo")
+    lease = d.DuplexLeaseState(config=d.DuplexLeaseConfig(), generation=0, last_activity=clock())
+    s = d.DuplexSessionRuntimeState(f, lease, clock, capabilities=d.DuplexRuntimeCapabilities(input_modes={AUDIO}))
+    assert s.append_input(mode=AUDIO, fence=f) == d.DuplexInputAppend(1, 1, 0)
+    assert s.lease.last_activity == 100.0 and s.completed_append_limit == 256
+    with pytest.raises(ValueError) as e:
+        d.DuplexSessionRuntimeState(f, lease, clock, input_seq=3)
+    assert e.value.kind == "invalid_config"
+    with pytest.raises(ValueError, match="^completed_append_limit must be positive$"):
+        d.DuplexSessionRuntimeState(f, lease, clock, completed_append_limit=0)

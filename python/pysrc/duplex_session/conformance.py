@@ -88,7 +88,7 @@ class Unknown(Exception):
 class Runner:
     def __init__(self) -> None:
         self.clock = Clock()
-        self.manager = DuplexSessionRuntimeManager(clock=self.clock, profile="conformance")
+        self.manager = DuplexSessionRuntimeManager(clock=self.clock, completed_append_limit=8, profile="conformance")
         self.handles: dict = {}
         self.opened: set = set()
 
