@@ -713,7 +713,7 @@ impl PySession {
             && !filled(stage_bindings)
             && !filled(request_resources)
             && !filled(completed_appends)
-            && _append_turn_key.is_none_or(|k| k.is_none());
+            && _append_turn_key.is_none_or(PyAnyMethods::is_none);
         if !empty {
             return Err(with_kind(
                 pyo3::exceptions::PyValueError::new_err(
