@@ -19,6 +19,7 @@ mod manager;
 mod ops;
 mod session;
 mod timers;
+mod views;
 
 use pyo3::prelude::*;
 

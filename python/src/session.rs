@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::convert::{self, fence_object, resource_class, FenceArg};
+use crate::convert::{self, fence_object, FenceArg};
 use crate::core::{on, transition, CoreAny, Profile};
 use crate::errors::{core_error, fence_mismatch, with_kind, Context};
 use crate::timers::Timers;
@@ -60,11 +60,11 @@ pub(crate) use session_op;
 /// generation once finalized).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Facts {
-    input_seq: u64,
-    input_turn_seq: u64,
-    last_activity: Instant,
-    config_generation: u64,
-    completed_limit: usize,
+    pub(crate) input_seq: u64,
+    pub(crate) input_turn_seq: u64,
+    pub(crate) last_activity: Instant,
+    pub(crate) config_generation: u64,
+    pub(crate) completed_limit: usize,
 }
 
 /// The mutable part of a session, behind its lock.
@@ -141,14 +141,14 @@ pub(crate) struct CachedFence {
 /// A duplex session: the seed's `DuplexSessionRuntimeState`.
 #[pyclass(frozen, name = "DuplexSessionRuntimeState", module = "duplex_session")]
 pub(crate) struct PySession {
-    inner: Mutex<Inner>,
-    session_id: Py<PyString>,
-    clock: Py<PyAny>,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) session_id: Py<PyString>,
+    pub(crate) clock: Py<PyAny>,
     pub(crate) profile: Profile,
-    timers: Option<Arc<Timers>>,
+    pub(crate) timers: Option<Arc<Timers>>,
     /// Never held while Python code runs (only a pointer comparison and
     /// reference counts happen under it).
-    arg_cache: Mutex<Option<CachedFence>>,
+    pub(crate) arg_cache: Mutex<Option<CachedFence>>,
 }
 
 /// Everything a session is opened with.
@@ -662,279 +662,4 @@ pub(crate) fn ids_list<'py, 'a>(
         }
     }
     PyList::new(py, seen)
-}
-
-#[pymethods]
-impl PySession {
-    /// A session on its own, as the seed's dataclass constructor makes one
-    /// (a manager's `open_session` is the usual way). It starts empty: the
-    /// tables, sequences and cache come from its operations, so any other
-    /// initial value is refused. `lease` gives the configuration and the
-    /// time of the first activity (its generation must be 0).
-    #[new]
-    #[pyo3(signature = (
-        fence, lease, _clock, capabilities = None, session_config = None, runtime_config = None,
-        config_generation = 0, stage_bindings = None, request_resources = None, input_seq = 0,
-        input_turn_seq = 0, _append_turn_key = None, completed_append_limit = 256,
-        completed_appends = None
-    ))]
-    #[allow(clippy::too_many_arguments, clippy::used_underscore_binding)]
-    fn new(
-        py: Python<'_>,
-        fence: &Bound<'_, PyAny>,
-        lease: &Bound<'_, PyAny>,
-        _clock: Py<PyAny>,
-        capabilities: Option<&Bound<'_, PyAny>>,
-        session_config: Option<&Bound<'_, PyAny>>,
-        runtime_config: Option<&Bound<'_, PyAny>>,
-        config_generation: u64,
-        stage_bindings: Option<&Bound<'_, PyAny>>,
-        request_resources: Option<&Bound<'_, PyAny>>,
-        input_seq: u64,
-        input_turn_seq: u64,
-        _append_turn_key: Option<&Bound<'_, PyAny>>,
-        completed_append_limit: i64,
-        completed_appends: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        if completed_append_limit <= 0 {
-            return Err(with_kind(
-                pyo3::exceptions::PyValueError::new_err("completed_append_limit must be positive"),
-                "invalid_config",
-            ));
-        }
-        let generation: u64 = lease.getattr("generation")?.extract()?;
-        let filled = |v: Option<&Bound<'_, PyAny>>| {
-            v.is_some_and(|v| !v.is_none() && v.is_truthy().unwrap_or(true))
-        };
-        let empty = config_generation == 0
-            && input_seq == 0
-            && input_turn_seq == 0
-            && generation == 0
-            && !filled(stage_bindings)
-            && !filled(request_resources)
-            && !filled(completed_appends)
-            && _append_turn_key.is_none_or(PyAnyMethods::is_none);
-        if !empty {
-            return Err(with_kind(
-                pyo3::exceptions::PyValueError::new_err(
-                    "a DuplexSessionRuntimeState starts empty: its sequences, tables and lease generation come from its operations",
-                ),
-                "invalid_config",
-            ));
-        }
-        let last: f64 = lease.getattr("last_activity")?.extract()?;
-        let config = lease.getattr("config")?;
-        let opening = Opening {
-            fence: FenceArg::read(fence)?,
-            now: convert::instant(last)?,
-            capabilities: match capabilities {
-                Some(c) if !c.is_none() => c.clone(),
-                _ => convert::capabilities_class(py)?.call0()?,
-            },
-            session_config: session_config.filter(|c| !c.is_none()).cloned(),
-            runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
-            lease: lease_of(&config)?,
-            lease_config: config,
-            completed_limit: usize::try_from(completed_append_limit).unwrap_or(usize::MAX),
-        };
-        PySession::open(py, opening, _clock, Profile::Server, None, None)
-    }
-
-    // ----- identity and views -------------------------------------------
-
-    /// The session id.
-    #[getter]
-    fn session_id(&self, py: Python<'_>) -> Py<PyString> {
-        self.session_id.clone_ref(py)
-    }
-
-    /// The session's fence (`DuplexFence`).
-    #[getter]
-    fn fence<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut inner = self.lock(py);
-        self.fence_obj(py, &mut inner)
-    }
-
-    /// The fence's epoch.
-    #[getter]
-    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let (None, Some(c)) = (&inner.core, &inner.closed) {
-            return Ok(c.epoch);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => s.fence().epoch))
-    }
-
-    /// The fence's turn.
-    #[getter]
-    fn turn_id(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let (None, Some(c)) = (&inner.core, &inner.closed) {
-            return Ok(c.turn);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => s.fence().turn))
-    }
-
-    /// The capabilities the session was opened with.
-    #[getter]
-    fn capabilities(&self, py: Python<'_>) -> Py<PyAny> {
-        self.lock(py).capabilities.clone_ref(py)
-    }
-
-    /// The session configuration (a dict).
-    #[getter]
-    fn session_config(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut inner = self.lock(py);
-        inner
-            .session_config
-            .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
-            .clone_ref(py)
-    }
-
-    /// The runtime configuration (a dict).
-    #[getter]
-    fn runtime_config(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut inner = self.lock(py);
-        inner
-            .runtime_config
-            .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
-            .clone_ref(py)
-    }
-
-    /// Configuration generation.
-    #[getter]
-    fn config_generation(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.config_generation);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.config_generation())).unwrap_or(0))
-    }
-
-    /// Position in the epoch's input sequence.
-    #[getter]
-    fn input_seq(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.input_seq);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.input_seq())).unwrap_or(0))
-    }
-
-    /// Position within the current turn.
-    #[getter]
-    fn input_turn_seq(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.input_turn_seq);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.input_turn_seq())).unwrap_or(0))
-    }
-
-    /// The completed-append limit.
-    #[getter]
-    fn completed_append_limit(&self, py: Python<'_>) -> PyResult<usize> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.completed_limit);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.completed_limit())).unwrap_or(0))
-    }
-
-    /// `{stage_id: DuplexStageBinding}` in binding order.
-    #[getter]
-    fn stage_bindings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let inner = self.lock(py);
-        let out = PyDict::new(py);
-        let Some(core) = inner.core.as_ref() else {
-            return Ok(out);
-        };
-        let class = convert::binding_class(py)?;
-        on!(core, s => unfinished!(&**s, t => {
-            for (stage, id, fence) in t.bindings_with_fences() {
-                let binding = class.call1((id.as_str(), fence_object(py, &fence)?))?;
-                out.set_item(stage, binding)?;
-            }
-            Ok::<_, PyErr>(())
-        }))
-        .transpose()?;
-        Ok(out)
-    }
-
-    /// `{(stage_id, request_id): DuplexRequestResource}` in reservation order.
-    #[getter]
-    fn request_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let inner = self.lock(py);
-        let out = PyDict::new(py);
-        let Some(core) = inner.core.as_ref() else {
-            return Ok(out);
-        };
-        let class = resource_class(py)?;
-        on!(core, s => unfinished!(&**s, t => {
-            for (stage, id, state, fence) in t.resources_with_fences() {
-                let submitted = state == RequestState::Submitted;
-                let resource = class.call1((stage, id.as_str(), fence_object(py, &fence)?, submitted))?;
-                out.set_item((stage, id.as_str()), resource)?;
-            }
-            Ok::<_, PyErr>(())
-        }))
-        .transpose()?;
-        Ok(out)
-    }
-
-    /// `OrderedDict[operation_id, DuplexCompletedAppend]`, oldest first.
-    #[getter]
-    fn completed_appends<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.lock(py);
-        let ordered = py.import("collections")?.getattr("OrderedDict")?.call0()?;
-        let class = convert::completed_class(py)?;
-        let Some(core) = inner.core.as_ref() else {
-            return Ok(ordered);
-        };
-        let mut rows: Vec<(String, i64)> = Vec::new();
-        on!(core, s => unfinished!(&**s, t => {
-            for (op, results) in t.completed_records() {
-                rows.push((op.as_str().to_owned(), results.first().copied().unwrap_or(-1)));
-            }
-        }));
-        for (op, handle) in rows {
-            if let Some(record) = inner.record(handle) {
-                let r = record.bind(py);
-                let results = PyTuple::new(py, r.iter().skip(3))?;
-                let record =
-                    class.call1((r.get_item(0)?, r.get_item(1)?, r.get_item(2)?, results))?;
-                ordered.set_item(op, record)?;
-            }
-        }
-        Ok(ordered)
-    }
-
-    /// Bytes this session holds outside Python's allocator (which
-    /// tracemalloc does not see): the boxed core session and the table of
-    /// completed-append handles.
-    fn _native_bytes(&self, py: Python<'_>) -> usize {
-        let inner = self.lock(py);
-        let core = match &inner.core {
-            Some(CoreAny::Server(_)) => std::mem::size_of::<crate::core::ServerAny>(),
-            Some(CoreAny::Conformance(_)) => std::mem::size_of::<crate::core::ConformanceAny>(),
-            None => 0,
-        };
-        let slot = std::mem::size_of::<(i64, Py<PyTuple>)>() + 1;
-        core + inner.records.capacity() * slot
-    }
-
-    /// The session's lease (a `DuplexLeaseState` view of it).
-    #[getter]
-    fn lease<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import("duplex_session._lease")?
-            .getattr("SessionLease")?
-            .call1((slf,))
-    }
 }
