@@ -20,7 +20,7 @@ impl PySession {
         let ops = PySet::empty(py)?;
         let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
         if let (None, Some(closed)) = (&inner.core, &inner.closed) {
-            let last = inner.facts_last_activity().unwrap_or(Instant::ZERO);
+            let last = inner.facts.map_or(Instant::ZERO, |f| f.last_activity);
             return PyTuple::new(
                 py,
                 [
@@ -51,7 +51,7 @@ impl PySession {
             .transpose()?;
         });
         let last = last
-            .or(inner.facts_last_activity())
+            .or(inner.facts.map(|f| f.last_activity))
             .unwrap_or(Instant::ZERO);
         let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
         PyTuple::new(
@@ -211,12 +211,6 @@ impl PySession {
         .map_err(|e| core_error(e, cx))?;
         self.remember(&mut inner, &n);
         ids_list(py, ids.iter().map(String::as_str))
-    }
-}
-
-impl Inner {
-    fn facts_last_activity(&self) -> Option<Instant> {
-        self.facts().map(|f| f.0)
     }
 }
 

@@ -262,7 +262,7 @@ impl PyManager {
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
         let reason = PyString::intern(py, reason);
-        let Some((_, storage)) = session.get().terminate_now(py, &arg, &reason)? else {
+        let Some(storage) = session.get().terminate_now(py, &arg, &reason)? else {
             return Ok(None);
         };
         if let Some(storage) = storage {

@@ -324,15 +324,19 @@ impl PySession {
         let made = on!(core, s => {
             let f = arg.fence()?;
             match s.prepare_append(&f, m) {
-                Ok(r) => Ok::<_, PyErr>(Ok((convert::fence_object(py, r.base_fence())?, r.base_input(), r.on_commit()))),
+                Ok(r) => Ok::<_, PyErr>(Ok((r.base_fence().epoch, r.base_input(), r.on_commit()))),
                 Err(e) => Ok(Err(e)),
             }
         })?;
-        let (base_fence, (seq, turn_seq, key), on_commit) = match made {
+        let (base_epoch, (seq, turn_seq, key), on_commit) = match made {
             Ok(parts) => parts,
             Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
         };
-        let key = key.map(|(turn, response)| (arg_epoch_of(&base_fence), turn, response));
+        // Preparing changes nothing: the base fence is the session's fence,
+        // the object the seed would put there.
+        let base_fence = self.fence_obj(py, &mut inner)?;
+        let key = key.map(|(turn, response)| (base_epoch, turn, response));
+        drop(inner);
         convert::reservation_class(py)?.call1((
             fence,
             mode,
@@ -624,13 +628,6 @@ fn lease_op_id(operation_id: &str) -> PyResult<()> {
         ));
     }
     Ok(())
-}
-
-fn arg_epoch_of(fence: &Bound<'_, PyAny>) -> u64 {
-    fence
-        .getattr("epoch")
-        .and_then(|e| e.extract())
-        .unwrap_or(0)
 }
 
 /// A `DuplexAppendReservation` read back.

@@ -100,11 +100,6 @@ pub(crate) struct Closed {
 }
 
 impl Inner {
-    /// `(last_activity,)` of a closed session.
-    pub(crate) fn facts(&self) -> Option<(Instant,)> {
-        self.facts.map(|f| (f.last_activity,))
-    }
-
     pub(crate) fn records_len(&self) -> usize {
         self.records.len()
     }
@@ -423,15 +418,18 @@ impl PySession {
     /// Closes in one step (begin_close + finalize), for the manager.
     /// Closes in one step (the manager's `close_session`): `None` if the
     /// session was already closing. An open or detached session accepts
-    /// the fence, hands back every request id it held and becomes closed
-    /// without moving its storage, which comes back (if it was open) for
-    /// the next session to reuse.
+    /// the fence, releases every request it held and becomes closed without
+    /// moving its storage, which comes back (if it was open) for the next
+    /// session to reuse.
+    // `None`: already closing; `Some(storage)`: closed now, with the
+    // storage to reuse if the session was open.
+    #[allow(clippy::option_option)]
     pub(crate) fn terminate_now(
         &self,
         py: Python<'_>,
         fence: &FenceArg<'_>,
         reason: &Bound<'_, PyString>,
-    ) -> PyResult<Option<(Vec<String>, Option<CoreAny>)>> {
+    ) -> PyResult<Option<Option<CoreAny>>> {
         let mut inner = self.lock(py);
         if inner.terminal_reason.is_some() {
             return Ok(None);
@@ -445,7 +443,6 @@ impl PySession {
         if let Err(e) = accepted {
             return Err(self.refuse(py, &mut inner, e, Some(&fence.object), cx));
         }
-        let ids = self.all_request_ids_locked(&inner);
         let facts = Self::facts_of(&inner);
         let generation = inner
             .core
@@ -466,7 +463,7 @@ impl PySession {
             .core
             .take()
             .filter(|c| on!(c, s => s.as_open().is_some()));
-        Ok(Some((ids, storage)))
+        Ok(Some(storage))
     }
 
     fn facts_of(inner: &Inner) -> Option<Facts> {
