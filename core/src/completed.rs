@@ -8,7 +8,7 @@ use crate::columns::{rotate_in, rotate_out, swap_down};
 use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
 use crate::id::Id;
-use crate::mode::InputMode;
+use crate::mode::{InputMode, Modes};
 
 /// `meta` bit: the record's finality is `Final`.
 const FINAL: u8 = 1 << 3;
@@ -60,6 +60,11 @@ pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
     /// The runtime limit (in `1..=D`) less one, so that 256 fits a byte.
     limit_less_one: u8,
     len: u16,
+    /// The input modes the session accepts. Not a record: the append
+    /// settings (this, and the limit above) are kept together here, in
+    /// what would otherwise be the table's padding, so that the session
+    /// has no byte-sized field of its own and is a word smaller.
+    modes: Modes,
 }
 
 impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
@@ -73,7 +78,7 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     };
 
     /// An empty cache; `limit` must be in `1..=D` (checked by the caller).
-    pub(crate) const fn new(limit: u16) -> Self {
+    pub(crate) const fn new(limit: u16, modes: Modes) -> Self {
         let () = Self::LAYOUT_OK;
         Completed {
             ops: [const { Id::UNUSED }; D],
@@ -88,7 +93,14 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
             head: 0,
             limit_less_one: limit.saturating_sub(1) as u8,
             len: 0,
+            modes,
         }
+    }
+
+    /// The input modes the session accepts.
+    #[inline]
+    pub(crate) fn modes(&self) -> Modes {
+        self.modes
     }
 
     pub(crate) fn limit(&self) -> usize {
@@ -104,10 +116,11 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         self.head = 0;
     }
 
-    /// Empties the cache and sets a new limit (already checked).
-    pub(crate) fn reset(&mut self, limit: u16) {
+    /// Empties the cache and sets a new limit (already checked) and modes.
+    pub(crate) fn reset(&mut self, limit: u16, modes: Modes) {
         self.clear();
         self.limit_less_one = limit.saturating_sub(1) as u8;
+        self.modes = modes;
     }
 
     /// The slot of record `i` (0 = oldest).
@@ -203,12 +216,13 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     #[cfg(feature = "serde")]
     pub(crate) fn from_records<'a>(
         limit: u16,
+        modes: Modes,
         records: impl Iterator<Item = (Id<L>, Position, &'a [i64], u8)>,
     ) -> Result<Self, &'static str> {
         if limit == 0 || usize::from(limit) > D {
             return Err("a completed-append limit outside 1..=D");
         }
-        let mut c = Completed::new(limit);
+        let mut c = Completed::new(limit, modes);
         for (op, position, results, meta) in records {
             if c.len >= limit {
                 return Err("more completed appends than the limit");
@@ -380,7 +394,7 @@ mod tests {
     use crate::append::Finality;
     use crate::fence::Fence;
     use crate::id::Id;
-    use crate::mode::InputMode;
+    use crate::mode::{InputMode, Modes};
 
     const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -395,7 +409,7 @@ mod tests {
             x % n
         };
         let fence = Fence::<16>::new(Id::new("s").unwrap(), 0);
-        let mut cache = Completed::<D, 16, 1>::new(limit);
+        let mut cache = Completed::<D, 16, 1>::new(limit, Modes::default());
         let mut model: Vec<(Id<16>, i64)> = Vec::new();
         for step in 0..steps {
             let op = Id::<16>::new(&std::format!("op-{}", next(3 * u64::from(limit)))).unwrap();

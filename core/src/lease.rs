@@ -250,7 +250,80 @@ pub(crate) struct Lease<const A: usize, const L: usize> {
     pub(crate) config: LeaseConfig,
     pub(crate) generation: u64,
     pub(crate) last_activity: Instant,
-    pub(crate) active: heapless::Vec<Id<L>, A, u8>,
+    pub(crate) active: ActiveOps<A, L>,
+}
+
+/// The active operation ids: a set of at most `A`, kept as a prefix of a
+/// fixed array followed by [`Id::UNUSED`] fillers. The count is where the
+/// fillers start, so the set needs no length byte of its own (with `A` ids
+/// of `L` bytes it is exactly `A * L` bytes, which keeps the lease a whole
+/// number of words).
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct ActiveOps<const A: usize, const L: usize> {
+    ids: [Id<L>; A],
+}
+
+impl<const A: usize, const L: usize> ActiveOps<A, L> {
+    pub(crate) const fn new() -> Self {
+        ActiveOps {
+            ids: [const { Id::UNUSED }; A],
+        }
+    }
+
+    /// How many operations are active.
+    pub(crate) fn len(&self) -> usize {
+        self.ids
+            .iter()
+            .position(|id| *id == Id::UNUSED)
+            .unwrap_or(A)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ids.first().is_none_or(|id| *id == Id::UNUSED)
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() == A
+    }
+
+    pub(crate) fn contains(&self, op: &Id<L>) -> bool {
+        self.iter().any(|a| a == op)
+    }
+
+    /// The active ids.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Id<L>> {
+        self.ids.iter().take_while(|id| **id != Id::UNUSED)
+    }
+
+    /// Adds `op`; refused (and handed back) when the set is full.
+    pub(crate) fn push(&mut self, op: Id<L>) -> Result<(), Id<L>> {
+        let len = self.len();
+        match self.ids.get_mut(len) {
+            Some(slot) => {
+                *slot = op;
+                Ok(())
+            }
+            None => Err(op),
+        }
+    }
+
+    /// Removes the id at `index`, moving the last one into its place.
+    pub(crate) fn swap_remove(&mut self, index: usize) {
+        let last = self.len().saturating_sub(1);
+        if index <= last {
+            self.ids.swap(index, last);
+            if let Some(slot) = self.ids.get_mut(last) {
+                *slot = Id::UNUSED;
+            }
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        for slot in &mut self.ids {
+            *slot = Id::UNUSED;
+        }
+    }
 }
 
 impl<const A: usize, const L: usize> Lease<A, L> {
@@ -259,7 +332,7 @@ impl<const A: usize, const L: usize> Lease<A, L> {
             config,
             generation: 0,
             last_activity: now,
-            active: heapless::Vec::new(),
+            active: ActiveOps::new(),
         }
     }
 

@@ -16,8 +16,9 @@
 //! | `K` | `STAGE_RESULTS` | 4 | 2 | 1 | stage results of one completed append |
 //!
 //! Tables hold at most 255 entries (256 completed appends), ids at most 255
-//! bytes and a completed append at most 7 results: one-byte lengths keep a
-//! session small. A profile outside those bounds fails to compile.
+//! bytes and a completed append at most 7 results: one-byte lengths (and
+//! ids that mark their length in their own last bytes) keep a session
+//! small. A profile outside those bounds fails to compile.
 //!
 //! # Examples
 //!

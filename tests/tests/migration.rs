@@ -59,8 +59,9 @@ fn a_detached_session_moves_hosts_and_resumes_under_its_new_incarnation() {
     assert!(old_host.is_empty() && old_host.get(&f.session).is_none());
     // The new host's clock is far from the old one's: times restart there.
     new_clock.advance(Duration::from_secs(3_600));
+    // What travelled is the session now; `exported` is only the old
+    // host's copy of the same facts.
     let moved = new_host.import(over_the_wire(&exported), 2).unwrap();
-    drop(exported); // the copy that travelled is the session now
     assert_eq!(moved, Fence::new(id("call"), 2).with_epoch(3));
 
     let s = new_host.get(&f.session).unwrap();

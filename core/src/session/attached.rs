@@ -142,10 +142,10 @@ impl<
 
     #[inline]
     fn next_append(&self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
-        if !self.modes.contains(mode) {
+        if !self.completed.modes().contains(mode) {
             return Err(Error::UnsupportedMode {
                 mode,
-                supported: self.modes,
+                supported: self.completed.modes(),
             });
         }
         self.fence.admits(fence)?;

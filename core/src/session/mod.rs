@@ -194,7 +194,6 @@ pub struct Session<
     state: S,
     fence: Fence<L>,
     lease: Lease<A, L>,
-    modes: Modes,
     cursor: Cursor,
     requests: Requests<R, B, L>,
     completed: Completed<D, L, K>,
@@ -262,10 +261,9 @@ impl<
             state: Open,
             fence,
             lease: Lease::new(options.lease, now),
-            modes: options.modes,
             cursor: Cursor::default(),
             requests: Requests::new(),
-            completed: Completed::new(limit),
+            completed: Completed::new(limit, options.modes),
             config_generation: 0,
             session_config: options.session_config,
             runtime_config: options.runtime_config,
@@ -320,10 +318,9 @@ impl<
         );
         self.fence = fence;
         self.lease.reset(options.lease, now);
-        self.modes = options.modes;
         self.cursor = Cursor::default();
         self.requests.clear();
-        self.completed.reset(limit);
+        self.completed.reset(limit, options.modes);
         self.config_generation = 0;
         self.session_config = options.session_config;
         self.runtime_config = options.runtime_config;
@@ -384,7 +381,6 @@ impl<
             state,
             fence: self.fence,
             lease: self.lease,
-            modes: self.modes,
             cursor: self.cursor,
             requests: self.requests,
             completed: self.completed,

@@ -173,7 +173,7 @@ impl<
     where
         S: Unfinished,
     {
-        self.modes
+        self.completed.modes()
     }
 
     /// Active lease operations, in no particular order.

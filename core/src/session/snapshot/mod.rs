@@ -19,7 +19,7 @@ use crate::completed::Completed;
 use crate::error::Error;
 use crate::fence::{Fence, Position};
 use crate::id::Id;
-use crate::lease::{CloseReason, Lease, LeaseConfig};
+use crate::lease::{ActiveOps, CloseReason, Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::requests::Requests;
 use crate::time::{Duration, Instant};
@@ -278,7 +278,7 @@ impl<
             (None, None) => StateImage::Open,
         };
         let mut active = heapless::Vec::new();
-        for op in &self.lease.active {
+        for op in self.lease.active.iter() {
             let _ = active.push(op.as_str());
         }
         let mut resources = heapless::Vec::new();
@@ -314,7 +314,7 @@ impl<
             generation: self.lease.generation,
             last_activity_ms: self.lease.last_activity.as_millis(),
             active,
-            modes: self.modes.bits(),
+            modes: self.completed.modes().bits(),
             cursor: [seq, turn_seq, key_turn, key_response],
             resources,
             bound: self.requests.bound(),
@@ -431,7 +431,7 @@ impl<
         let idle = (image.idle_ttl_ms != 0).then(|| Duration::from_millis(image.idle_ttl_ms));
         let config = LeaseConfig::new(idle, Duration::from_millis(image.grace_ms))
             .map_err(SnapshotError::Invalid)?;
-        let mut active = heapless::Vec::new();
+        let mut active = ActiveOps::new();
         for op in &image.active {
             let op = id(op)?;
             if active.contains(&op) {
@@ -483,13 +483,12 @@ impl<
             ));
         }
         let completed =
-            Completed::<D, L, K>::from_records(image.completed_limit, records.into_iter())
+            Completed::<D, L, K>::from_records(image.completed_limit, modes, records.into_iter())
                 .map_err(SnapshotError::Inconsistent)?;
         let session = Session {
             state: Open,
             fence,
             lease,
-            modes,
             cursor,
             requests,
             completed,
