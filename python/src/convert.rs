@@ -2,14 +2,14 @@
 //! back. Every conversion that can fail raises the exception a seed user
 //! expects, with `.kind`.
 
-use duplex_core::{Activity, Appended, Fence, Id, InputMode, Instant, Modes};
+use duplex_core::{Activity, Appended, Fence, Id, InputMode, Instant, Modes, Reservation};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
-use crate::errors::with_kind;
+use crate::errors::{ensure_kind, with_kind};
 
 /// A class of `duplex_session._types`, imported once.
 pub(crate) fn class<'py>(
@@ -61,6 +61,10 @@ impl<'py> FenceArg<'py> {
     /// Reads `object` as a fence: its five attributes in one call of an
     /// `operator.attrgetter` (one crossing instead of five).
     pub(crate) fn read(object: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Self::read_attributes(object).map_err(|e| ensure_kind(e, "invalid_argument"))
+    }
+
+    fn read_attributes(object: &Bound<'py, PyAny>) -> PyResult<Self> {
         static GETTER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let py = object.py();
         let getter = GETTER.get_or_try_init(py, || {
@@ -231,6 +235,10 @@ fn mode_by_value(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
 
 /// The core's modes for a capabilities object (`input_modes`).
 pub(crate) fn modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
+    read_modes(capabilities).map_err(|e| ensure_kind(e, "invalid_config"))
+}
+
+fn read_modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
     let mut out: Option<Modes> = None;
     for m in capabilities
         .getattr(intern!(capabilities.py(), "input_modes"))?
@@ -270,7 +278,10 @@ pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
     if !object.is_instance(activity_class(py)?)? {
         return Err(wrong());
     }
-    let value: String = object.getattr(intern!(py, "value"))?.extract()?;
+    let value: String = object
+        .getattr(intern!(py, "value"))
+        .and_then(|v| v.extract())
+        .map_err(|_| wrong())?;
     Activity::ALL
         .iter()
         .copied()
@@ -296,10 +307,14 @@ pub(crate) fn instant(seconds: f64) -> PyResult<Instant> {
 
 /// Reads a time: the given `now`, or the clock.
 pub(crate) fn now(clock: &Bound<'_, PyAny>, given: Option<&Bound<'_, PyAny>>) -> PyResult<Instant> {
-    let value = match given {
-        Some(v) if !v.is_none() => v.clone(),
-        _ => clock.call0()?,
-    };
+    match given {
+        Some(v) if !v.is_none() => reading(v),
+        _ => reading(&clock.call0()?),
+    }
+}
+
+/// A time in float seconds (a clock's reading, or a `now` argument).
+pub(crate) fn reading(value: &Bound<'_, PyAny>) -> PyResult<Instant> {
     let seconds: f64 = value.extract().map_err(|_| {
         with_kind(
             PyTypeError::new_err("a clock reading must be a number of seconds"),
@@ -317,4 +332,53 @@ pub(crate) fn seconds(at: Instant) -> f64 {
 /// A `DuplexInputAppend`.
 pub(crate) fn appended_object(py: Python<'_>, a: Appended) -> PyResult<Bound<'_, PyAny>> {
     input_append_class(py)?.call1((a.seq, a.turn_seq, a.turn_id))
+}
+
+/// A `DuplexAppendReservation` read back.
+pub(crate) struct ReservationArg<'py> {
+    pub(crate) fence: FenceArg<'py>,
+    pub(crate) mode: duplex_core::InputMode,
+    pub(crate) base_fence: FenceArg<'py>,
+    pub(crate) seq: u64,
+    pub(crate) turn_seq: u64,
+    pub(crate) key: Option<(u64, u64)>,
+    pub(crate) update: Appended,
+}
+
+impl<'py> ReservationArg<'py> {
+    /// Reads a reservation's attributes (anything missing or of the wrong
+    /// type is refused with `.kind = "invalid_argument"`).
+    pub(crate) fn read(r: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Self::read_attributes(r).map_err(|e| ensure_kind(e, "invalid_argument"))
+    }
+
+    fn read_attributes(r: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let key: Option<(u64, u64, u64)> = r.getattr("base_append_turn_key")?.extract()?;
+        let update = r.getattr("update")?;
+        Ok(ReservationArg {
+            fence: FenceArg::read(&r.getattr("fence")?)?,
+            mode: mode(&r.getattr("mode")?)?,
+            base_fence: FenceArg::read(&r.getattr("base_fence")?)?,
+            seq: r.getattr("base_input_seq")?.extract()?,
+            turn_seq: r.getattr("base_input_turn_seq")?.extract()?,
+            key: key.map(|(_, turn, response)| (turn, response)),
+            update: Appended {
+                seq: update.getattr("seq")?.extract()?,
+                turn_seq: update.getattr("turn_seq")?.extract()?,
+                turn_id: update.getattr("turn_id")?.extract()?,
+            },
+        })
+    }
+
+    pub(crate) fn rebuild<const L: usize>(&self) -> PyResult<Option<Reservation<L>>> {
+        let fence: Fence<L> = self.fence.fence()?;
+        let base: Fence<L> = self.base_fence.fence()?;
+        Ok(Reservation::from_parts(
+            fence,
+            self.mode,
+            base,
+            (self.seq, self.turn_seq, self.key),
+            self.update,
+        ))
+    }
 }

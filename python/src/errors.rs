@@ -18,6 +18,18 @@ pub(crate) fn with_kind(err: PyErr, kind: &str) -> PyErr {
     err
 }
 
+/// Sets `kind` unless the exception already has one (for errors raised
+/// while reading a Python argument, such as a missing attribute).
+pub(crate) fn ensure_kind(err: PyErr, kind: &str) -> PyErr {
+    Python::attach(|py| {
+        let value = err.value(py);
+        if !value.hasattr("kind").unwrap_or(true) {
+            let _ = value.setattr("kind", kind);
+        }
+    });
+    err
+}
+
 /// What an operation was about, for the seed's messages.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Context<'a> {

@@ -7,6 +7,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString, PyTuple};
 
+use crate::args;
 use crate::convert::{self, FenceArg};
 use crate::core::{on, transition};
 use crate::errors::{core_error, fence_mismatch, with_kind, Context};
@@ -74,16 +75,16 @@ impl PySession {
         &self,
         py: Python<'_>,
         op: &str,
-        now: f64,
+        now: &Bound<'_, PyAny>,
         arg: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<u64>> {
-        let now = convert::instant(now)?;
+        let now = convert::reading(now)?;
         let activity = match (op, arg) {
             ("touch", Some(a)) => Some(convert::activity(a)?),
             _ => None,
         };
         let text: Option<String> = match (op, arg) {
-            ("begin" | "end", Some(a)) => Some(a.extract()?),
+            ("begin" | "end", Some(a)) => Some(args::text(a, "operation_id")?.to_owned()),
             _ => None,
         };
         if op == "begin" && text.as_deref() == Some("") {
@@ -94,8 +95,9 @@ impl PySession {
                 "invalid_id",
             ));
         }
+        // A value that is not a generation equals none (see `resume`).
         let expected: Option<u64> = match (op, arg) {
-            ("resume", Some(a)) => Some(a.extract()?),
+            ("resume", Some(a)) => a.extract::<u64>().ok(),
             _ => None,
         };
         let mut inner = self.lock(py);
@@ -117,7 +119,8 @@ impl PySession {
             }),
             "resume" => transition!(inner.core, s => {
                 let f = s.fence().clone();
-                s.resume(&f, expected.unwrap_or(u64::MAX), now).map(|(n, g)| (n, Some(g)))
+                let other = s.lease_generation().wrapping_add(1);
+                s.resume(&f, expected.unwrap_or(other), now).map(|(n, g)| (n, Some(g)))
             }),
             _ => {
                 let core = inner.core.as_mut().ok_or_else(gone)?;
@@ -141,7 +144,24 @@ impl PySession {
                 })
             }
         };
-        let out = result.map_err(|e| core_error(e, cx))?;
+        let out = match (op, expected, arg, result) {
+            (
+                "resume",
+                None,
+                Some(given),
+                Err(CoreError::GenerationMismatch {
+                    expected: current, ..
+                }),
+            ) => {
+                return Err(with_kind(
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "duplex lease generation mismatch: expected {current}, got {given}"
+                    )),
+                    "generation_mismatch",
+                ))
+            }
+            (_, _, _, result) => result.map_err(|e| core_error(e, cx))?,
+        };
         self.reschedule(py, &inner);
         Ok(out)
     }
@@ -232,4 +252,32 @@ pub(crate) fn prune_records(inner: &mut Inner) {
         keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
     }));
     inner.retain_records(&mut keep);
+}
+
+/// The lease view's operations (`session.lease`, in `_lease.py`).
+#[pymethods]
+impl PySession {
+    fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.lease_values(py)
+    }
+
+    fn _lease_op(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        now: &Bound<'_, PyAny>,
+        arg: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<u64>> {
+        self.lease_direct(py, op, now, arg)
+    }
+
+    fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let reason = reason.cast::<PyString>().map_err(|_| {
+            args::type_error(format!(
+                "reason must be a str, got {}",
+                args::type_name(reason)
+            ))
+        })?;
+        self.begin_close_current_reason(py, reason)
+    }
 }

@@ -11,6 +11,7 @@
 // writes none of its own (`deny` catches any that is not macro-generated).
 #![deny(unsafe_code)]
 
+mod args;
 mod convert;
 mod core;
 mod errors;

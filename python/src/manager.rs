@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::args;
 use crate::convert::{self, FenceArg};
 use crate::core::Profile;
 use crate::errors::with_kind;
@@ -44,6 +45,14 @@ pub(crate) struct PyManager {
 
 /// Closed sessions' storage kept for reuse: at most this many.
 const POOL: usize = 16;
+
+/// A close reason argument: a `str`, `"explicit_close"` when not given.
+fn close_reason(reason: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    match reason.filter(|r| !r.is_none()) {
+        Some(r) => Ok(args::text(r, "reason")?.to_owned()),
+        None => Ok("explicit_close".to_owned()),
+    }
+}
 
 fn invalid(message: String) -> PyErr {
     with_kind(PyValueError::new_err(message), "invalid_config")
@@ -88,14 +97,35 @@ impl PyManager {
     /// `"server"` (real sizes, the default) or `"conformance"` (the traces'
     /// sizes, whose window is 8: pass `completed_append_limit` of at most 8).
     #[new]
-    #[pyo3(signature = (*, clock = None, max_sessions = None, completed_append_limit = 256, profile = "server"))]
+    // The defaults are applied in the body, so that a value of the wrong
+    // type is refused with `.kind`; the signature shows the seed's.
+    #[pyo3(
+        signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = None),
+        text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server')"
+    )]
     fn new(
         py: Python<'_>,
         clock: Option<Py<PyAny>>,
-        max_sessions: Option<i64>,
-        completed_append_limit: i64,
-        profile: &str,
+        max_sessions: Option<&Bound<'_, PyAny>>,
+        completed_append_limit: Option<&Bound<'_, PyAny>>,
+        profile: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let config_int = |value: &Bound<'_, PyAny>, name: &str| -> PyResult<i64> {
+            args::integer::<i64>(value, name, "1..2**63")
+                .map_err(|e| with_kind(e, "invalid_config"))
+        };
+        let max_sessions = max_sessions
+            .filter(|v| !v.is_none())
+            .map(|v| config_int(v, "max_sessions"))
+            .transpose()?;
+        let completed_append_limit = match completed_append_limit.filter(|v| !v.is_none()) {
+            Some(v) => config_int(v, "completed_append_limit")?,
+            None => 256,
+        };
+        let profile = match profile.filter(|v| !v.is_none()) {
+            Some(v) => args::text(v, "profile").map_err(|e| with_kind(e, "invalid_config"))?,
+            None => "server",
+        };
         let profile = match profile {
             "server" => Profile::Server,
             "conformance" => Profile::Conformance,
@@ -223,14 +253,26 @@ impl PyManager {
         Ok(session)
     }
 
-    /// The session, or None.
-    fn get(&self, py: Python<'_>, session_id: &str) -> Option<Py<PySession>> {
-        self.lookup(py, session_id)
+    /// The session, or None (also for an id that is not a `str`, which no
+    /// session has, as the seed's dict lookup answers).
+    fn get(
+        &self,
+        py: Python<'_>,
+        session_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PySession>>> {
+        if let Ok(id) = session_id.cast::<PyString>() {
+            return Ok(self.lookup(py, id.to_str()?));
+        }
+        // An unhashable key is refused, as a dict refuses it.
+        session_id
+            .hash()
+            .map_err(|e| with_kind(e, args::INVALID_ARGUMENT))?;
+        Ok(None)
     }
 
     /// The session, or `KeyError`.
-    fn require(&self, py: Python<'_>, session_id: &str) -> PyResult<Py<PySession>> {
-        self.lookup(py, session_id).ok_or_else(|| {
+    fn require(&self, py: Python<'_>, session_id: &Bound<'_, PyAny>) -> PyResult<Py<PySession>> {
+        self.get(py, session_id)?.ok_or_else(|| {
             with_kind(
                 PyKeyError::new_err(format!("Unknown duplex session: {session_id}")),
                 "unknown_session",
@@ -239,14 +281,15 @@ impl PyManager {
     }
 
     /// Closes in one step; the session, or None if absent or already closing.
-    #[pyo3(signature = (fence, *, reason = "explicit_close"))]
+    #[pyo3(signature = (fence, *, reason = None), text_signature = "($self, fence, *, reason='explicit_close')")]
     fn close_session(
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: &str,
+        reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         FenceArg::check_type(fence, "close_session")?;
+        let reason = close_reason(reason)?;
         let id: String = fence
             .getattr(pyo3::intern!(py, "session_id"))?
             .extract()
@@ -261,7 +304,7 @@ impl PyManager {
         };
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
-        let reason = PyString::intern(py, reason);
+        let reason = PyString::intern(py, &reason);
         let Some(storage) = session.get().terminate_now(py, &arg, &reason)? else {
             return Ok(None);
         };
@@ -276,18 +319,19 @@ impl PyManager {
     }
 
     /// Begins closing (irreversible, resources kept); the session or None.
-    #[pyo3(signature = (fence, *, reason = "explicit_close"))]
+    #[pyo3(signature = (fence, *, reason = None), text_signature = "($self, fence, *, reason='explicit_close')")]
     fn begin_close_session(
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: &str,
+        reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         let arg = FenceArg::read_exact(fence, "begin_close_session")?;
+        let reason = close_reason(reason)?;
         let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
             return Ok(None);
         };
-        let reason = PyString::intern(py, reason);
+        let reason = PyString::intern(py, &reason);
         let s = session.get();
         let mut inner = s.lock(py);
         s.begin_close_locked(py, &mut inner, &arg, &reason)?;
@@ -317,10 +361,7 @@ impl PyManager {
     ) -> PyResult<Bound<'py, PyList>> {
         let now = convert::now(self.clock.bind(py), now)?;
         let excluded: Vec<String> = match excluded_session_ids.filter(|e| !e.is_none()) {
-            Some(e) => e
-                .try_iter()?
-                .map(|i| i?.extract())
-                .collect::<PyResult<_>>()?,
+            Some(e) => args::str_items(e, "excluded_session_ids")?,
             None => Vec::new(),
         };
         let mut due = self.timers.due(now);
@@ -372,10 +413,7 @@ impl PyManager {
         py: Python<'py>,
         request_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let wanted: Vec<String> = request_ids
-            .try_iter()?
-            .map(|i| i?.extract())
-            .collect::<PyResult<_>>()?;
+        let wanted = args::str_items(request_ids, "request_ids")?;
         let out = PyDict::new(py);
         for (id, session) in self.ordered(py) {
             let s = session.get();
@@ -396,8 +434,7 @@ impl PyManager {
         py: Python<'_>,
         session_ids: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        for id in session_ids.try_iter()? {
-            let id: String = id?.extract()?;
+        for id in args::str_items(session_ids, "session_ids")? {
             let Some(session) = self.lookup(py, &id) else {
                 continue;
             };

@@ -2,12 +2,13 @@
 //! Python arguments and the clock first, then locks the session, runs the
 //! core's operation, and answers with the seed's values.
 
-use duplex_core::{Appended, Error as CoreError, Fence, Id, Reservation, StateKind};
+use duplex_core::{Error as CoreError, Id, StateKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString, PyTuple};
 
-use crate::convert::{self, appended_object, FenceArg};
+use crate::args;
+use crate::convert::{self, appended_object, FenceArg, ReservationArg};
 use crate::core::{on, transition};
 use crate::errors::{core_error, with_kind, Context};
 use crate::session::session_op;
@@ -67,17 +68,37 @@ impl PySession {
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        expected_lease_generation: u64,
+        expected_lease_generation: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
+        // A value that is not a generation (not an integer in 0..2**64)
+        // equals no generation: the seed's comparison refuses it as a
+        // mismatch, after the same checks.
+        let given = expected_lease_generation.extract::<u64>().ok();
         let arg = self.arg(fence)?;
         let now = self.now(py)?;
         let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let result = transition!(inner.core, s => match arg.fence() {
-            Ok(f) => s.resume(&f, expected_lease_generation, now),
-            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
+        let result = transition!(inner.core, s => match (arg.fence(), given) {
+            (Ok(f), Some(expected)) => s.resume(&f, expected, now),
+            (Ok(f), None) => {
+                // Any generation but the current one: the core's checks,
+                // in the core's order, end in the mismatch.
+                let other = s.lease_generation().wrapping_add(1);
+                s.resume(&f, other, now)
+            }
+            (Err(_), _) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
         });
-        self.after(py, &mut inner, result, &arg, cx)
+        match (given, result) {
+            (None, Err(CoreError::GenerationMismatch { expected: current, .. })) => {
+                Err(with_kind(
+                    PyValueError::new_err(format!(
+                        "duplex lease generation mismatch: expected {current}, got {expected_lease_generation}"
+                    )),
+                    "generation_mismatch",
+                ))
+            }
+            (_, result) => self.after(py, &mut inner, result, &arg, cx),
+        }
     }
 
     /// Starts a lease operation.
@@ -85,8 +106,9 @@ impl PySession {
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        operation_id: &str,
+        operation_id: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let operation_id = args::text(operation_id, "operation_id")?;
         let arg = self.arg(fence)?;
         lease_op_id(operation_id)?;
         let now = self.now(py)?;
@@ -106,8 +128,9 @@ impl PySession {
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        operation_id: &str,
+        operation_id: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let operation_id = args::text(operation_id, "operation_id")?;
         let arg = self.arg(fence)?;
         let now = self.now(py)?;
         let cx = Context {
@@ -189,10 +212,12 @@ impl PySession {
     fn reserve_stage_request(
         &self,
         py: Python<'_>,
-        stage_id: u32,
-        request_id: &str,
+        stage_id: &Bound<'_, PyAny>,
+        request_id: &Bound<'_, PyAny>,
         fence: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let request_id = args::text(request_id, "request_id")?;
+        let stage_id: u32 = args::integer(stage_id, "stage_id", "0..2**32")?;
         let arg = self.arg(fence)?;
         let cx = Context {
             request: Some(request_id),
@@ -210,10 +235,12 @@ impl PySession {
     fn bind_stage_request(
         &self,
         py: Python<'_>,
-        stage_id: u32,
-        request_id: &str,
+        stage_id: &Bound<'_, PyAny>,
+        request_id: &Bound<'_, PyAny>,
         fence: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let request_id = args::text(request_id, "request_id")?;
+        let stage_id: u32 = args::integer(stage_id, "stage_id", "0..2**32")?;
         let arg = self.arg(fence)?;
         let cx = Context {
             request: Some(request_id),
@@ -264,8 +291,12 @@ impl PySession {
         &self,
         py: Python<'py>,
         fence: Option<&Bound<'py, PyAny>>,
-        submitted: Option<bool>,
+        submitted: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let submitted = submitted
+            .filter(|s| !s.is_none())
+            .map(|s| args::flag(s, "submitted"))
+            .transpose()?;
         let arg = fence
             .filter(|f| !f.is_none())
             .map(|f| self.arg(f))
@@ -294,10 +325,7 @@ impl PySession {
 
     /// Drops the bindings and resources of these request ids.
     fn release_request_ids(&self, py: Python<'_>, request_ids: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ids: Vec<String> = request_ids
-            .try_iter()?
-            .map(|i| i?.extract::<String>())
-            .collect::<PyResult<_>>()?;
+        let ids = args::str_items(request_ids, "request_ids")?;
         let mut inner = self.lock(py);
         if inner.core.is_none() {
             return Ok(()); // a closed session holds nothing
@@ -379,11 +407,13 @@ impl PySession {
     fn completed_append<'py>(
         &self,
         py: Python<'py>,
-        operation_id: &str,
+        operation_id: &Bound<'_, PyAny>,
         fence: &Bound<'py, PyAny>,
         mode: &Bound<'py, PyAny>,
-        r#final: bool,
+        r#final: &Bound<'_, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let operation_id = args::text(operation_id, "operation_id")?;
+        let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
         let mut inner = self.lock(py);
@@ -421,18 +451,24 @@ impl PySession {
     fn record_completed_append(
         &self,
         py: Python<'_>,
-        operation_id: &str,
+        operation_id: &Bound<'_, PyAny>,
         fence: &Bound<'_, PyAny>,
         mode: &Bound<'_, PyAny>,
-        r#final: bool,
+        r#final: &Bound<'_, PyAny>,
         stage_results: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let operation_id = args::text(operation_id, "operation_id")?;
+        let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
         let mut copies = Vec::new();
-        for r in stage_results.try_iter()? {
-            copies.push(crate::session::copy_dict(py, &r?)?);
-        }
+        let mut read = || -> PyResult<()> {
+            for r in stage_results.try_iter()? {
+                copies.push(crate::session::copy_dict(py, &r?)?);
+            }
+            Ok(())
+        };
+        read().map_err(|e| crate::errors::ensure_kind(e, args::INVALID_ARGUMENT))?;
         let too_many = self
             .profile
             .stage_results()
@@ -549,8 +585,14 @@ impl PySession {
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: &Bound<'_, PyString>,
+        reason: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
+        let reason = reason.cast::<PyString>().map_err(|_| {
+            args::type_error(format!(
+                "reason must be a str, got {}",
+                args::type_name(reason)
+            ))
+        })?;
         let arg = self.arg(fence)?;
         let mut inner = self.lock(py);
         self.begin_close_locked(py, &mut inner, &arg, reason)
@@ -582,30 +624,16 @@ impl PySession {
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
-        reason: &Bound<'_, PyString>,
+        reason: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
+        let reason = reason.cast::<PyString>().map_err(|_| {
+            args::type_error(format!(
+                "reason must be a str, got {}",
+                args::type_name(reason)
+            ))
+        })?;
         let arg = self.arg(fence)?;
         Ok(self.terminate_now(py, &arg, reason)?.is_some())
-    }
-
-    // ----- the lease view's operations (`session.lease`) ---------------
-
-    fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        self.lease_values(py)
-    }
-
-    fn _lease_op(
-        &self,
-        py: Python<'_>,
-        op: &str,
-        now: f64,
-        arg: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<u64>> {
-        self.lease_direct(py, op, now, arg)
-    }
-
-    fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyString>) -> PyResult<bool> {
-        self.begin_close_current_reason(py, reason)
     }
 }
 
@@ -628,47 +656,4 @@ fn lease_op_id(operation_id: &str) -> PyResult<()> {
         ));
     }
     Ok(())
-}
-
-/// A `DuplexAppendReservation` read back.
-struct ReservationArg<'py> {
-    fence: FenceArg<'py>,
-    mode: duplex_core::InputMode,
-    base_fence: FenceArg<'py>,
-    seq: u64,
-    turn_seq: u64,
-    key: Option<(u64, u64)>,
-    update: Appended,
-}
-
-impl<'py> ReservationArg<'py> {
-    fn read(r: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let key: Option<(u64, u64, u64)> = r.getattr("base_append_turn_key")?.extract()?;
-        let update = r.getattr("update")?;
-        Ok(ReservationArg {
-            fence: FenceArg::read(&r.getattr("fence")?)?,
-            mode: convert::mode(&r.getattr("mode")?)?,
-            base_fence: FenceArg::read(&r.getattr("base_fence")?)?,
-            seq: r.getattr("base_input_seq")?.extract()?,
-            turn_seq: r.getattr("base_input_turn_seq")?.extract()?,
-            key: key.map(|(_, turn, response)| (turn, response)),
-            update: Appended {
-                seq: update.getattr("seq")?.extract()?,
-                turn_seq: update.getattr("turn_seq")?.extract()?,
-                turn_id: update.getattr("turn_id")?.extract()?,
-            },
-        })
-    }
-
-    fn rebuild<const L: usize>(&self) -> PyResult<Option<Reservation<L>>> {
-        let fence: Fence<L> = self.fence.fence()?;
-        let base: Fence<L> = self.base_fence.fence()?;
-        Ok(Reservation::from_parts(
-            fence,
-            self.mode,
-            base,
-            (self.seq, self.turn_seq, self.key),
-            self.update,
-        ))
-    }
 }

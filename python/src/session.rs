@@ -161,10 +161,21 @@ pub(crate) struct Opening<'py> {
 
 pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {
     let py = config.py();
-    let ttl: Option<f64> = config.getattr(pyo3::intern!(py, "idle_ttl_s"))?.extract()?;
-    let grace: f64 = config
-        .getattr(pyo3::intern!(py, "disconnect_grace_s"))?
-        .extract()?;
+    let read = |name: &Bound<'_, PyString>| -> PyResult<Option<f64>> {
+        config
+            .getattr(name)
+            .and_then(|v| v.extract())
+            .map_err(|e| crate::errors::ensure_kind(e, "invalid_config"))
+    };
+    let ttl = read(pyo3::intern!(py, "idle_ttl_s"))?;
+    let grace = read(pyo3::intern!(py, "disconnect_grace_s"))?.ok_or_else(|| {
+        with_kind(
+            pyo3::exceptions::PyValueError::new_err(
+                "disconnect_grace_s must be a number of seconds",
+            ),
+            "invalid_config",
+        )
+    })?;
     let ms =
         |s: f64| convert::instant(s).map(|i| duplex_core::Duration::from_millis(i.as_millis()));
     let ttl = ttl.map(ms).transpose()?;

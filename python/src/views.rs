@@ -7,9 +7,10 @@ use duplex_core::RequestState;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
+use crate::args;
 use crate::convert::{self, fence_object, resource_class, FenceArg};
 use crate::core::{on, CoreAny, Profile};
-use crate::errors::with_kind;
+use crate::errors::{ensure_kind, with_kind};
 use crate::session::{gone, lease_of, unfinished, Opening, PySession};
 
 #[pymethods]
@@ -20,12 +21,15 @@ impl PySession {
     /// initial value is refused. `lease` gives the configuration and the
     /// time of the first activity (its generation must be 0).
     #[new]
-    #[pyo3(signature = (
-        fence, lease, _clock, capabilities = None, session_config = None, runtime_config = None,
-        config_generation = 0, stage_bindings = None, request_resources = None, input_seq = 0,
-        input_turn_seq = 0, _append_turn_key = None, completed_append_limit = 256,
-        completed_appends = None
-    ))]
+    #[pyo3(
+        signature = (
+            fence, lease, _clock, capabilities = None, session_config = None, runtime_config = None,
+            config_generation = None, stage_bindings = None, request_resources = None, input_seq = None,
+            input_turn_seq = None, _append_turn_key = None, completed_append_limit = None,
+            completed_appends = None
+        ),
+        text_signature = "(fence, lease, _clock, capabilities=None, session_config=None, runtime_config=None, config_generation=0, stage_bindings=None, request_resources=None, input_seq=0, input_turn_seq=0, _append_turn_key=None, completed_append_limit=256, completed_appends=None)"
+    )]
     #[allow(clippy::too_many_arguments, clippy::used_underscore_binding)]
     fn new(
         py: Python<'_>,
@@ -35,57 +39,74 @@ impl PySession {
         capabilities: Option<&Bound<'_, PyAny>>,
         session_config: Option<&Bound<'_, PyAny>>,
         runtime_config: Option<&Bound<'_, PyAny>>,
-        config_generation: u64,
+        config_generation: Option<&Bound<'_, PyAny>>,
         stage_bindings: Option<&Bound<'_, PyAny>>,
         request_resources: Option<&Bound<'_, PyAny>>,
-        input_seq: u64,
-        input_turn_seq: u64,
+        input_seq: Option<&Bound<'_, PyAny>>,
+        input_turn_seq: Option<&Bound<'_, PyAny>>,
         _append_turn_key: Option<&Bound<'_, PyAny>>,
-        completed_append_limit: i64,
+        completed_append_limit: Option<&Bound<'_, PyAny>>,
         completed_appends: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        if completed_append_limit <= 0 {
-            return Err(with_kind(
-                pyo3::exceptions::PyValueError::new_err("completed_append_limit must be positive"),
-                "invalid_config",
-            ));
-        }
-        let generation: u64 = lease.getattr("generation")?.extract()?;
-        let filled = |v: Option<&Bound<'_, PyAny>>| {
-            v.is_some_and(|v| !v.is_none() && v.is_truthy().unwrap_or(true))
+        // Anything wrong with the arguments is a configuration the
+        // constructor refuses: every error says so in `.kind`.
+        let build = || -> PyResult<Self> {
+            let limit = match completed_append_limit.filter(|v| !v.is_none()) {
+                Some(v) => args::integer::<i64>(v, "completed_append_limit", "1..2**63")
+                    .map_err(|e| with_kind(e, "invalid_config"))?,
+                None => 256,
+            };
+            if limit <= 0 {
+                return Err(with_kind(
+                    pyo3::exceptions::PyValueError::new_err(
+                        "completed_append_limit must be positive",
+                    ),
+                    "invalid_config",
+                ));
+            }
+            let generation = lease.getattr("generation")?;
+            // A counter that is given must be 0: an int (or None, taken
+            // as not given).
+            let zero = |v: Option<&Bound<'_, PyAny>>| {
+                v.is_none_or(|v| v.is_none() || v.extract::<u64>().is_ok_and(|n| n == 0))
+            };
+            let filled = |v: Option<&Bound<'_, PyAny>>| {
+                v.is_some_and(|v| !v.is_none() && v.is_truthy().unwrap_or(true))
+            };
+            let empty = zero(config_generation)
+                && zero(input_seq)
+                && zero(input_turn_seq)
+                && zero(Some(&generation))
+                && !filled(stage_bindings)
+                && !filled(request_resources)
+                && !filled(completed_appends)
+                && _append_turn_key.is_none_or(PyAnyMethods::is_none);
+            if !empty {
+                return Err(with_kind(
+                    pyo3::exceptions::PyValueError::new_err(
+                        "a DuplexSessionRuntimeState starts empty: its sequences, tables and lease generation come from its operations",
+                    ),
+                    "invalid_config",
+                ));
+            }
+            let last = convert::reading(&lease.getattr("last_activity")?)?;
+            let config = lease.getattr("config")?;
+            let opening = Opening {
+                fence: FenceArg::read(fence)?,
+                now: last,
+                capabilities: match capabilities {
+                    Some(c) if !c.is_none() => c.clone(),
+                    _ => convert::capabilities_class(py)?.call0()?,
+                },
+                session_config: session_config.filter(|c| !c.is_none()).cloned(),
+                runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
+                lease: lease_of(&config)?,
+                lease_config: config,
+                completed_limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            };
+            PySession::open(py, opening, _clock, Profile::Server, None, None)
         };
-        let empty = config_generation == 0
-            && input_seq == 0
-            && input_turn_seq == 0
-            && generation == 0
-            && !filled(stage_bindings)
-            && !filled(request_resources)
-            && !filled(completed_appends)
-            && _append_turn_key.is_none_or(PyAnyMethods::is_none);
-        if !empty {
-            return Err(with_kind(
-                pyo3::exceptions::PyValueError::new_err(
-                    "a DuplexSessionRuntimeState starts empty: its sequences, tables and lease generation come from its operations",
-                ),
-                "invalid_config",
-            ));
-        }
-        let last: f64 = lease.getattr("last_activity")?.extract()?;
-        let config = lease.getattr("config")?;
-        let opening = Opening {
-            fence: FenceArg::read(fence)?,
-            now: convert::instant(last)?,
-            capabilities: match capabilities {
-                Some(c) if !c.is_none() => c.clone(),
-                _ => convert::capabilities_class(py)?.call0()?,
-            },
-            session_config: session_config.filter(|c| !c.is_none()).cloned(),
-            runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
-            lease: lease_of(&config)?,
-            lease_config: config,
-            completed_limit: usize::try_from(completed_append_limit).unwrap_or(usize::MAX),
-        };
-        PySession::open(py, opening, _clock, Profile::Server, None, None)
+        build().map_err(|e| ensure_kind(e, "invalid_config"))
     }
 
     // ----- identity and views -------------------------------------------
