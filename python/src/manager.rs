@@ -46,11 +46,16 @@ pub(crate) struct PyManager {
 /// Closed sessions' storage kept for reuse: at most this many.
 const POOL: usize = 16;
 
-/// A close reason argument: a `str`, `"explicit_close"` when not given.
-fn close_reason(reason: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+/// A close reason argument: the given `str`, or `"explicit_close"`.
+fn close_reason<'py>(
+    py: Python<'py>,
+    reason: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyString>> {
     match reason.filter(|r| !r.is_none()) {
-        Some(r) => Ok(args::text(r, "reason")?.to_owned()),
-        None => Ok("explicit_close".to_owned()),
+        Some(r) => r.cast::<PyString>().cloned().map_err(|_| {
+            args::type_error(format!("reason must be a str, got {}", args::type_name(r)))
+        }),
+        None => Ok(pyo3::intern!(py, "explicit_close").clone()),
     }
 }
 
@@ -289,7 +294,7 @@ impl PyManager {
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         FenceArg::check_type(fence, "close_session")?;
-        let reason = close_reason(reason)?;
+        let reason = close_reason(py, reason)?;
         let id: String = fence
             .getattr(pyo3::intern!(py, "session_id"))?
             .extract()
@@ -304,7 +309,6 @@ impl PyManager {
         };
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
-        let reason = PyString::intern(py, &reason);
         let Some(storage) = session.get().terminate_now(py, &arg, &reason)? else {
             return Ok(None);
         };
@@ -327,11 +331,10 @@ impl PyManager {
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         let arg = FenceArg::read_exact(fence, "begin_close_session")?;
-        let reason = close_reason(reason)?;
+        let reason = close_reason(py, reason)?;
         let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
             return Ok(None);
         };
-        let reason = PyString::intern(py, &reason);
         let s = session.get();
         let mut inner = s.lock(py);
         s.begin_close_locked(py, &mut inner, &arg, &reason)?;
