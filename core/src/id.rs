@@ -143,7 +143,8 @@ impl<const L: usize> Id<L> {
     /// difference is the length.
     #[inline]
     pub(crate) fn index_cmp(&self, other: &Self) -> core::cmp::Ordering {
-        let used = self.len().max(other.len()).div_ceil(8);
+        let (len_a, len_b) = (self.len(), other.len());
+        let used = len_a.max(len_b).div_ceil(8);
         let (a, b) = (self.bytes.chunks_exact(8), other.bytes.chunks_exact(8));
         let (rest_a, rest_b) = (a.remainder(), b.remainder());
         for (a, b) in a.zip(b).take(used) {
@@ -152,9 +153,7 @@ impl<const L: usize> Id<L> {
                 return a.cmp(&b);
             }
         }
-        self.len()
-            .cmp(&other.len())
-            .then(word(rest_a).cmp(&word(rest_b)))
+        len_a.cmp(&len_b).then(word(rest_a).cmp(&word(rest_b)))
     }
 
     /// The id as a string slice.

@@ -23,15 +23,19 @@ pub(crate) fn value_error(message: String) -> PyErr {
     with_kind(PyValueError::new_err(message), INVALID_ARGUMENT)
 }
 
+/// A `str` argument, as the Python string.
+pub(crate) fn string<'a, 'py>(
+    value: &'a Bound<'py, PyAny>,
+    name: &str,
+) -> PyResult<&'a Bound<'py, PyString>> {
+    value
+        .cast::<PyString>()
+        .map_err(|_| type_error(format!("{name} must be a str, got {}", type_name(value))))
+}
+
 /// A `str` argument, as a string slice.
 pub(crate) fn text<'a>(value: &'a Bound<'_, PyAny>, name: &str) -> PyResult<&'a str> {
-    match value.cast::<PyString>() {
-        Ok(s) => s.to_str(),
-        Err(_) => Err(type_error(format!(
-            "{name} must be a str, got {}",
-            type_name(value)
-        ))),
-    }
+    string(value, name)?.to_str()
 }
 
 /// An integer argument in the range of `T` (a `TypeError` for a
@@ -49,6 +53,11 @@ where
     value
         .extract::<T>()
         .map_err(|_| value_error(format!("{name} must be an integer in {range}, got {value}")))
+}
+
+/// A stage id: an `int` in `0..2**32` (the core's `u32`).
+pub(crate) fn stage_id(value: &Bound<'_, PyAny>) -> PyResult<u32> {
+    integer(value, "stage_id", "0..2**32")
 }
 
 /// A `bool` argument (an `int` 0 or 1 too, as Python compares them equal).

@@ -53,9 +53,9 @@ pub(crate) fn core_error(e: CoreError, cx: Context<'_>) -> PyErr {
             repr(cx.mode.unwrap_or_default()),
             cx.session
         )),
-        CoreError::GenerationMismatch { expected, actual } => PyValueError::new_err(format!(
-            "duplex lease generation mismatch: expected {expected}, got {actual}"
-        )),
+        CoreError::GenerationMismatch { expected, actual } => {
+            return generation_mismatch(expected, &actual)
+        }
         CoreError::OperationActive => PyValueError::new_err(format!(
             "duplex lease operation already active: {}",
             cx.operation.unwrap_or_default()
@@ -82,6 +82,17 @@ pub(crate) fn core_error(e: CoreError, cx: Context<'_>) -> PyErr {
         _ => PyRuntimeError::new_err(format!("duplex session {}: {e}", cx.session)),
     };
     with_kind(err, kind)
+}
+
+/// The seed's `ValueError` for a resume with the wrong generation; `given`
+/// is the caller's value as Python prints it (it may not be an integer).
+pub(crate) fn generation_mismatch(current: u64, given: &dyn std::fmt::Display) -> PyErr {
+    with_kind(
+        PyValueError::new_err(format!(
+            "duplex lease generation mismatch: expected {current}, got {given}"
+        )),
+        "generation_mismatch",
+    )
 }
 
 /// `DuplexFenceMismatchError(expected, actual)`, as the seed raises it.

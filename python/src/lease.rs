@@ -5,18 +5,20 @@
 use duplex_core::{Error as CoreError, Id, Instant, StateKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyList, PySet, PyTuple};
 
 use crate::args;
 use crate::convert::{self, FenceArg};
 use crate::core::{on, transition};
-use crate::errors::{core_error, fence_mismatch, with_kind, Context};
+use crate::errors::{core_error, fence_mismatch, generation_mismatch, with_kind, Context};
 use crate::session::{gone, ids_list, Inner, PySession};
 
+/// The lease view's operations (`session.lease`, in `_lease.py`).
+#[pymethods]
 impl PySession {
     /// `(config, generation, last_activity, detached_at, active_operations,
     /// terminal_reason)` in the seed's types.
-    pub(crate) fn lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let inner = self.lock(py);
         let ops = PySet::empty(py)?;
         let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
@@ -71,7 +73,7 @@ impl PySession {
     /// A lease operation at an explicit `now`, with the session's own
     /// fence: `touch` (arg: activity), `detach`, `resume` (arg: expected
     /// generation), `begin` and `end` (arg: operation id).
-    pub(crate) fn lease_direct(
+    fn _lease_op(
         &self,
         py: Python<'_>,
         op: &str,
@@ -152,14 +154,7 @@ impl PySession {
                 Err(CoreError::GenerationMismatch {
                     expected: current, ..
                 }),
-            ) => {
-                return Err(with_kind(
-                    pyo3::exceptions::PyValueError::new_err(format!(
-                        "duplex lease generation mismatch: expected {current}, got {given}"
-                    )),
-                    "generation_mismatch",
-                ))
-            }
+            ) => return Err(generation_mismatch(current, given)),
             (_, _, _, result) => result.map_err(|e| core_error(e, cx))?,
         };
         self.reschedule(py, &inner);
@@ -167,11 +162,8 @@ impl PySession {
     }
 
     /// The lease's `mark_terminal`: begin closing at the session's fence.
-    pub(crate) fn begin_close_current_reason(
-        &self,
-        py: Python<'_>,
-        reason: &Bound<'_, PyString>,
-    ) -> PyResult<bool> {
+    fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let reason = args::string(reason, "reason")?;
         let mut inner = self.lock(py);
         if inner.terminal_reason.is_some() {
             return Ok(false);
@@ -180,7 +172,9 @@ impl PySession {
         let arg = FenceArg::read(&fence)?;
         self.begin_close_locked(py, &mut inner, &arg, reason)
     }
+}
 
+impl PySession {
     /// Barge-in (`release`) or its first half: the seed's checks and
     /// exceptions first, then the core.
     pub(crate) fn cancel<'py>(
@@ -252,32 +246,4 @@ pub(crate) fn prune_records(inner: &mut Inner) {
         keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
     }));
     inner.retain_records(&mut keep);
-}
-
-/// The lease view's operations (`session.lease`, in `_lease.py`).
-#[pymethods]
-impl PySession {
-    fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        self.lease_values(py)
-    }
-
-    fn _lease_op(
-        &self,
-        py: Python<'_>,
-        op: &str,
-        now: &Bound<'_, PyAny>,
-        arg: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<u64>> {
-        self.lease_direct(py, op, now, arg)
-    }
-
-    fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let reason = reason.cast::<PyString>().map_err(|_| {
-            args::type_error(format!(
-                "reason must be a str, got {}",
-                args::type_name(reason)
-            ))
-        })?;
-        self.begin_close_current_reason(py, reason)
-    }
 }

@@ -52,9 +52,7 @@ fn close_reason<'py>(
     reason: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyString>> {
     match reason.filter(|r| !r.is_none()) {
-        Some(r) => r.cast::<PyString>().cloned().map_err(|_| {
-            args::type_error(format!("reason must be a str, got {}", args::type_name(r)))
-        }),
+        Some(r) => args::string(r, "reason").cloned(),
         None => Ok(pyo3::intern!(py, "explicit_close").clone()),
     }
 }

@@ -5,12 +5,12 @@
 use duplex_core::{Error as CoreError, Id, StateKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::args;
 use crate::convert::{self, appended_object, FenceArg, ReservationArg};
 use crate::core::{on, transition};
-use crate::errors::{core_error, with_kind, Context};
+use crate::errors::{core_error, generation_mismatch, with_kind, Context};
 use crate::session::session_op;
 use crate::session::{ids_list, PySession};
 
@@ -78,24 +78,18 @@ impl PySession {
         let now = self.now(py)?;
         let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let result = transition!(inner.core, s => match (arg.fence(), given) {
-            (Ok(f), Some(expected)) => s.resume(&f, expected, now),
-            (Ok(f), None) => {
-                // Any generation but the current one: the core's checks,
-                // in the core's order, end in the mismatch.
+        let result = transition!(inner.core, s => match arg.fence() {
+            // For a value that is not a generation, any generation but the
+            // current one: the core's checks, in order, end in the mismatch.
+            Ok(f) => {
                 let other = s.lease_generation().wrapping_add(1);
-                s.resume(&f, other, now)
+                s.resume(&f, given.unwrap_or(other), now)
             }
-            (Err(_), _) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
+            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
         });
         match (given, result) {
-            (None, Err(CoreError::GenerationMismatch { expected: current, .. })) => {
-                Err(with_kind(
-                    PyValueError::new_err(format!(
-                        "duplex lease generation mismatch: expected {current}, got {expected_lease_generation}"
-                    )),
-                    "generation_mismatch",
-                ))
+            (None, Err(CoreError::GenerationMismatch { expected, .. })) => {
+                Err(generation_mismatch(expected, expected_lease_generation))
             }
             (_, result) => self.after(py, &mut inner, result, &arg, cx),
         }
@@ -217,7 +211,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let request_id = args::text(request_id, "request_id")?;
-        let stage_id: u32 = args::integer(stage_id, "stage_id", "0..2**32")?;
+        let stage_id = args::stage_id(stage_id)?;
         let arg = self.arg(fence)?;
         let cx = Context {
             request: Some(request_id),
@@ -240,7 +234,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let request_id = args::text(request_id, "request_id")?;
-        let stage_id: u32 = args::integer(stage_id, "stage_id", "0..2**32")?;
+        let stage_id = args::stage_id(stage_id)?;
         let arg = self.arg(fence)?;
         let cx = Context {
             request: Some(request_id),
@@ -587,12 +581,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
         reason: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let reason = reason.cast::<PyString>().map_err(|_| {
-            args::type_error(format!(
-                "reason must be a str, got {}",
-                args::type_name(reason)
-            ))
-        })?;
+        let reason = args::string(reason, "reason")?;
         let arg = self.arg(fence)?;
         let mut inner = self.lock(py);
         self.begin_close_locked(py, &mut inner, &arg, reason)
@@ -626,12 +615,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
         reason: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let reason = reason.cast::<PyString>().map_err(|_| {
-            args::type_error(format!(
-                "reason must be a str, got {}",
-                args::type_name(reason)
-            ))
-        })?;
+        let reason = args::string(reason, "reason")?;
         let arg = self.arg(fence)?;
         Ok(self.terminate_now(py, &arg, reason)?.is_some())
     }

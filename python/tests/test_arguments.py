@@ -43,8 +43,10 @@ def test_flags_and_operation_ids(session, fence):
     session.record_completed_append("op", fence=fence, mode=AUDIO, final=1, stage_results=[{"a": 1}])
     assert session.completed_append("op", fence=fence, mode=AUDIO, final=True) == [{"a": 1}]
     refused(TypeError, "invalid_argument", lambda: session.resource_request_ids(submitted="no"))
+    session.begin_operation(fence, "op-1")
     refused(TypeError, "invalid_argument", lambda: session.begin_operation(fence, 42))
     refused(TypeError, "invalid_argument", lambda: session.end_operation(fence, None))
+    assert session.lease.active_operations == {"op-1"}
 
 
 def test_reasons_and_id_lists(manager, session, fence):
@@ -54,13 +56,14 @@ def test_reasons_and_id_lists(manager, session, fence):
     refused(TypeError, "invalid_argument", lambda: manager.begin_close_session(fence, reason=1.0))
     refused(TypeError, "invalid_argument", lambda: session.lease.mark_terminal(3))
     assert session.lease.terminal_reason is None and manager.get(fence.session_id) is session
+    session.bind_stage_request(0, "r", fence=fence)
     e = refused(TypeError, "invalid_argument", lambda: session.release_request_ids(5))
     assert str(e) == "request_ids must be an iterable of str, got int"
     refused(TypeError, "invalid_argument", lambda: manager.close_sessions_for_request_ids(None))
     refused(TypeError, "invalid_argument", lambda: manager.finalize_closed_sessions(3))
     refused(TypeError, "invalid_argument", lambda: manager.collect_expired(excluded_session_ids=7))
+    assert session.resource_request_ids() == ["r"] and session.lease.terminal_reason is None
     # Items that are not str name nothing, as in the seed's sets.
-    session.bind_stage_request(0, "r", fence=fence)
     session.release_request_ids([1, None, "r"])
     assert session.resource_request_ids() == []
 
