@@ -2,7 +2,8 @@
 //! type or out of range is refused like every other refusal: with the
 //! exception a Python user expects and `.kind = "invalid_argument"`. (A
 //! parameter PyO3 converted, such as a `u32`, would be refused before the
-//! package's code runs, with a bare `TypeError`.)
+//! package's code runs, by PyO3's binding; `shapes` gives those refusals
+//! their kind, but a message of the package's own names the rule.)
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

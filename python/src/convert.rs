@@ -61,7 +61,7 @@ impl<'py> FenceArg<'py> {
     /// Reads `object` as a fence: its five attributes in one call of an
     /// `operator.attrgetter` (one crossing instead of five).
     pub(crate) fn read(object: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Self::read_attributes(object).map_err(|e| ensure_kind(e, "invalid_argument"))
+        Self::read_attributes(object).map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
     }
 
     fn read_attributes(object: &Bound<'py, PyAny>) -> PyResult<Self> {
@@ -86,7 +86,7 @@ impl<'py> FenceArg<'py> {
         let session_id = values.get_item(0)?.cast_into::<PyString>().map_err(|_| {
             with_kind(
                 PyTypeError::new_err("fence session_id must be a str"),
-                "invalid_argument",
+                crate::args::INVALID_ARGUMENT,
             )
         })?;
         let number = |i: usize, name: &str| -> PyResult<u64> {
@@ -95,7 +95,7 @@ impl<'py> FenceArg<'py> {
                     PyValueError::new_err(format!(
                         "fence {name} must be a non-negative integer below 2**64"
                     )),
-                    "invalid_argument",
+                    crate::args::INVALID_ARGUMENT,
                 )
             })
         };
@@ -124,7 +124,7 @@ impl<'py> FenceArg<'py> {
         }
         Err(with_kind(
             PyTypeError::new_err(format!("{what} requires DuplexFence")),
-            "invalid_argument",
+            crate::args::INVALID_ARGUMENT,
         ))
     }
 
@@ -223,12 +223,12 @@ fn mode_by_value(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
         Ok(Ok(name)) => InputMode::parse(&name).ok_or_else(|| {
             with_kind(
                 PyValueError::new_err(format!("{name:?} is not a valid DuplexInputMode")),
-                "invalid_argument",
+                crate::args::INVALID_ARGUMENT,
             )
         }),
         _ => Err(with_kind(
             PyTypeError::new_err("mode must be DuplexInputMode"),
-            "invalid_argument",
+            crate::args::INVALID_ARGUMENT,
         )),
     }
 }
@@ -272,7 +272,7 @@ pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
     let wrong = || {
         with_kind(
             PyTypeError::new_err("lease activity must be DuplexLeaseActivity"),
-            "invalid_argument",
+            crate::args::INVALID_ARGUMENT,
         )
     };
     if !object.is_instance(activity_class(py)?)? {
@@ -300,7 +300,7 @@ pub(crate) fn instant(seconds: f64) -> PyResult<Instant> {
             PyValueError::new_err(format!(
                 "a clock reading must be finite, non-negative seconds, got {seconds}"
             )),
-            "invalid_argument",
+            crate::args::INVALID_ARGUMENT,
         ))
     }
 }
@@ -318,7 +318,7 @@ pub(crate) fn reading(value: &Bound<'_, PyAny>) -> PyResult<Instant> {
     let seconds: f64 = value.extract().map_err(|_| {
         with_kind(
             PyTypeError::new_err("a clock reading must be a number of seconds"),
-            "invalid_argument",
+            crate::args::INVALID_ARGUMENT,
         )
     })?;
     instant(seconds)
@@ -349,7 +349,7 @@ impl<'py> ReservationArg<'py> {
     /// Reads a reservation's attributes (anything missing or of the wrong
     /// type is refused with `.kind = "invalid_argument"`).
     pub(crate) fn read(r: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Self::read_attributes(r).map_err(|e| ensure_kind(e, "invalid_argument"))
+        Self::read_attributes(r).map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
     }
 
     fn read_attributes(r: &Bound<'py, PyAny>) -> PyResult<Self> {

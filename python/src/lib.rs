@@ -7,8 +7,9 @@
 //! attributes can run while a session is locked; a raising clock changes
 //! nothing.
 
-// PyO3's macros generate `unsafe` blocks for the CPython ABI; this crate
-// writes none of its own (`deny` catches any that is not macro-generated).
+// PyO3's macros generate `unsafe` blocks for the CPython ABI; the crate's
+// own is in one module, `shapes` (which says why), and `deny` catches any
+// other.
 #![deny(unsafe_code)]
 
 mod args;
@@ -19,6 +20,7 @@ mod lease;
 mod manager;
 mod ops;
 mod session;
+mod shapes;
 mod timers;
 mod views;
 
@@ -30,6 +32,9 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::PySession>()?;
     m.add_class::<manager::PyManager>()?;
+    shapes::wrap_native(&m.py().get_type::<session::PySession>())?;
+    shapes::wrap_native(&m.py().get_type::<manager::PyManager>())?;
+    m.add_function(wrap_pyfunction!(shapes::wrap_init, m)?)?;
     m.add("SERVER_ID_LEN", duplex_core::profile::server::ID_LEN)?;
     m.add("SERVER_COMPLETED", duplex_core::profile::server::COMPLETED)?;
     Ok(())

@@ -299,7 +299,7 @@ impl PyManager {
             .map_err(|_| {
                 with_kind(
                     PyValueError::new_err("fence session_id must be a str"),
-                    "invalid_argument",
+                    crate::args::INVALID_ARGUMENT,
                 )
             })?;
         let Some(session) = self.lookup(py, &id) else {

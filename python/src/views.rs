@@ -4,6 +4,7 @@
 //! host gave, and the seed's dataclass constructor.
 
 use duplex_core::RequestState;
+use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
@@ -11,6 +12,7 @@ use crate::args;
 use crate::convert::{self, fence_object, resource_class, FenceArg};
 use crate::core::{on, CoreAny, Profile};
 use crate::errors::{ensure_kind, with_kind};
+use crate::manager::PyManager;
 use crate::session::{gone, lease_of, unfinished, Opening, PySession};
 
 #[pymethods]
@@ -305,5 +307,51 @@ impl PySession {
         py.import("duplex_session._lease")?
             .getattr("SessionLease")?
             .call1((slf,))
+    }
+}
+
+/// The refusal of assigning or deleting an attribute of a native object:
+/// its state changes only through its operations. The message is CPython's
+/// for a read-only attribute (or a missing one), with `.kind`.
+fn read_only(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyErr {
+    let class = object
+        .get_type()
+        .fully_qualified_name()
+        .map_or_else(|_| String::from("object"), |n| n.to_string());
+    let message = if object.get_type().hasattr(name).unwrap_or(false) {
+        format!("attribute '{name}' of '{class}' objects is not writable")
+    } else {
+        format!("'{class}' object has no attribute '{name}'")
+    };
+    with_kind(PyAttributeError::new_err(message), args::INVALID_ARGUMENT)
+}
+
+#[pymethods]
+impl PySession {
+    fn __setattr__(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        _value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        Err(read_only(slf.as_any(), name))
+    }
+
+    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
+        Err(read_only(slf.as_any(), name))
+    }
+}
+
+#[pymethods]
+impl PyManager {
+    fn __setattr__(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        _value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        Err(read_only(slf.as_any(), name))
+    }
+
+    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
+        Err(read_only(slf.as_any(), name))
     }
 }

@@ -28,7 +28,25 @@ from ._types import (
     DuplexSessionExpiry,
     DuplexStageBinding,
 )
-from ._native import DuplexSessionRuntimeManager, DuplexSessionRuntimeState
+from ._native import DuplexSessionRuntimeManager, DuplexSessionRuntimeState, wrap_init
+
+# A constructor call of the wrong shape carries `.kind` too (the native
+# classes' are wrapped when `_native` loads; see its `shapes` module).
+for _class in (
+    DuplexAppendReservation,
+    DuplexCompletedAppend,
+    DuplexFence,
+    DuplexFenceMismatchError,
+    DuplexInputAppend,
+    DuplexLeaseConfig,
+    DuplexLeaseState,
+    DuplexRequestResource,
+    DuplexRuntimeCapabilities,
+    DuplexSessionExpiry,
+    DuplexStageBinding,
+):
+    wrap_init(_class)
+del _class, wrap_init
 
 __all__ = [
     "DuplexAppendReservation",

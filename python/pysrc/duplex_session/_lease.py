@@ -5,9 +5,10 @@ on the lease the session holds."""
 
 from __future__ import annotations
 
-from ._types import DuplexLeaseState
+from ._types import INVALID_ARGUMENT, DuplexLeaseState, _error, _shape_methods
 
 
+@_shape_methods("touch", "detach", "resume", "begin_operation", "end_operation", "mark_terminal")
 class SessionLease(DuplexLeaseState):
     """A live view: every attribute reads the session now."""
 
@@ -16,38 +17,35 @@ class SessionLease(DuplexLeaseState):
     def __init__(self, session) -> None:  # noqa: D107 - a view, not a dataclass instance
         object.__setattr__(self, "_session", session)
 
-    def _values(self):
-        return self._session._lease_values()
-
     @property
     def config(self):
-        return self._values()[0]
+        return self._session._lease_values()[0]
 
     @property
     def generation(self) -> int:
-        return self._values()[1]
+        return self._session._lease_values()[1]
 
     @property
     def last_activity(self) -> float:
-        return self._values()[2]
+        return self._session._lease_values()[2]
 
     @property
     def detached_at(self):
-        return self._values()[3]
+        return self._session._lease_values()[3]
 
     @property
     def active_operations(self) -> set:
-        return self._values()[4]
+        return self._session._lease_values()[4]
 
     @property
     def terminal_reason(self):
-        return self._values()[5]
+        return self._session._lease_values()[5]
 
     def __setattr__(self, name, value):
-        raise AttributeError(f"session.lease.{name} is read-only; use the session's operations")
+        raise _error(AttributeError, f"session.lease.{name} is read-only; use the session's operations", INVALID_ARGUMENT)
 
     def __repr__(self) -> str:
-        config, generation, last, detached, ops, reason = self._values()
+        config, generation, last, detached, ops, reason = self._session._lease_values()
         return (
             f"DuplexLeaseState(config={config!r}, generation={generation!r}, last_activity={last!r}, "
             f"detached_at={detached!r}, active_operations={ops!r}, terminal_reason={reason!r})"

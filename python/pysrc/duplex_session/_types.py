@@ -7,9 +7,15 @@ plain Python data with the seed's fields, defaults, equality and messages.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, EnumMeta
 from typing import Any
+
+# The kind of a call of the wrong shape, an argument of the wrong type and
+# an assignment to a read-only attribute: the package's one kind beyond the
+# traces' (SPEC §8 has no kind for a malformed call).
+INVALID_ARGUMENT = "invalid_argument"
 
 
 def _error(cls: type, message: str, kind: str) -> BaseException:
@@ -19,7 +25,76 @@ def _error(cls: type, message: str, kind: str) -> BaseException:
     return err
 
 
-class DuplexInputMode(str, Enum):
+def _ensure_kind(err: BaseException) -> None:
+    if not hasattr(err, "kind"):
+        err.kind = INVALID_ARGUMENT
+
+
+def _shaped(method):
+    """``method``, with a ``TypeError`` it raises (a call of the wrong
+    shape, which Python raises before the body runs, or an argument of the
+    wrong type) given ``.kind``. For methods off the hot path only: the
+    wrapper is a Python call."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except TypeError as err:
+            _ensure_kind(err)
+            raise
+
+    return wrapper
+
+
+def _shape_methods(*names: str):
+    """Class decorator: wraps the named methods with :func:`_shaped`."""
+
+    def decorate(cls):
+        for name in names:
+            setattr(cls, name, _shaped(cls.__dict__[name]))
+        return cls
+
+    return decorate
+
+
+def _frozen_kind(cls):
+    """Class decorator for a frozen dataclass: assigning or deleting a field
+    raises the dataclass's ``FrozenInstanceError``, with ``.kind``."""
+    set_field, del_field = cls.__setattr__, cls.__delattr__
+
+    def __setattr__(self, name, value):
+        try:
+            set_field(self, name, value)
+        except AttributeError as err:
+            _ensure_kind(err)
+            raise
+
+    def __delattr__(self, name):
+        try:
+            del_field(self, name)
+        except AttributeError as err:
+            _ensure_kind(err)
+            raise
+
+    cls.__setattr__, cls.__delattr__ = __setattr__, __delattr__
+    return cls
+
+
+class _EnumType(EnumMeta):
+    """The enums' metaclass: a lookup of a value that is not a member (or a
+    call of the wrong shape) raises Enum's ``ValueError`` (``TypeError``),
+    with ``.kind``."""
+
+    def __call__(cls, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except (TypeError, ValueError) as err:
+            _ensure_kind(err)
+            raise
+
+
+class DuplexInputMode(str, Enum, metaclass=_EnumType):
     APPEND_TOKENS = "append_tokens"
     APPEND_AUDIO_CHUNK = "append_audio_chunk"
     REPLACE_LATEST_CHUNK = "replace_latest_chunk"
@@ -34,6 +109,7 @@ class DuplexRuntimeCapabilities:
     implementation_level: str = "serving_session_adapter"
 
 
+@_frozen_kind
 @dataclass(frozen=True, slots=True, init=False)
 class DuplexFence:
     session_id: str
@@ -65,7 +141,7 @@ def _fence_init():
 DuplexFence.__init__ = _fence_init()
 
 
-class DuplexLeaseActivity(str, Enum):
+class DuplexLeaseActivity(str, Enum, metaclass=_EnumType):
     APPEND = "append"
     SIGNAL = "signal"
     PLAYBACK_ACK = "playback_ack"
@@ -76,6 +152,7 @@ class DuplexLeaseActivity(str, Enum):
     MODEL_OUTPUT = "model_output"
 
 
+@_frozen_kind
 @dataclass(frozen=True)
 class DuplexLeaseConfig:
     idle_ttl_s: float | None = 300.0
@@ -88,6 +165,14 @@ class DuplexLeaseConfig:
             raise _error(ValueError, "disconnect_grace_s must be positive", "invalid_config")
 
 
+def _check_open(lease) -> None:
+    if lease.terminal_reason is not None:
+        raise _error(RuntimeError, f"duplex lease is terminal: {lease.terminal_reason}", "wrong_state")
+
+
+@_shape_methods(
+    "touch", "detach", "resume", "begin_operation", "end_operation", "disconnect_grace_expired", "idle_expired", "mark_terminal"
+)
 @dataclass
 class DuplexLeaseState:
     """A lease on its own, as the seed's ``lease.py`` has it. A session's
@@ -106,12 +191,8 @@ class DuplexLeaseState:
         ttl = self.config.idle_ttl_s
         return None if ttl is None else self.last_activity + ttl
 
-    def _check_open(self) -> None:
-        if self.terminal_reason is not None:
-            raise _error(RuntimeError, f"duplex lease is terminal: {self.terminal_reason}", "wrong_state")
-
     def touch(self, now: float, activity: DuplexLeaseActivity) -> None:
-        self._check_open()
+        _check_open(self)
         if not isinstance(activity, DuplexLeaseActivity):
             raise _error(TypeError, "lease activity must be DuplexLeaseActivity", "invalid_argument")
         self.last_activity = now
@@ -121,7 +202,7 @@ class DuplexLeaseState:
         self.detached_at = now
 
     def resume(self, now: float, *, expected_generation: int) -> int:
-        self._check_open()
+        _check_open(self)
         if expected_generation != self.generation:
             raise _error(
                 ValueError,
@@ -134,7 +215,7 @@ class DuplexLeaseState:
         return self.generation
 
     def begin_operation(self, now: float, operation_id: str) -> None:
-        self._check_open()
+        _check_open(self)
         if not operation_id:
             raise _error(ValueError, "duplex lease operation_id must not be empty", "invalid_id")
         if operation_id in self.active_operations:
@@ -143,7 +224,7 @@ class DuplexLeaseState:
         self.last_activity = now
 
     def end_operation(self, now: float, operation_id: str) -> None:
-        self._check_open()
+        _check_open(self)
         if operation_id not in self.active_operations:
             raise _error(KeyError, f"duplex lease operation is not active: {operation_id}", "operation_not_active")
         self.active_operations.remove(operation_id)
@@ -175,6 +256,7 @@ class DuplexLeaseState:
         return True
 
 
+@_frozen_kind
 @dataclass(frozen=True)
 class DuplexSessionExpiry:
     session_id: str
@@ -215,6 +297,7 @@ class DuplexInputAppend:
     turn_id: int
 
 
+@_frozen_kind
 @dataclass(frozen=True)
 class DuplexAppendReservation:
     fence: DuplexFence
@@ -226,6 +309,7 @@ class DuplexAppendReservation:
     update: DuplexInputAppend
 
 
+@_frozen_kind
 @dataclass(frozen=True)
 class DuplexCompletedAppend:
     fence: DuplexFence

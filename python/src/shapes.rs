@@ -1,0 +1,295 @@
+//! Calls of the wrong shape carry `.kind` too.
+//!
+//! A call with too many positional arguments, a missing one, an unknown
+//! keyword or one given twice is refused before the method runs: by PyO3's
+//! argument binding for the native classes, by CPython's frame set-up for
+//! the package's Python value types. Both raise a plain `TypeError`. The
+//! package promises `.kind` on every exception it raises, so each entry
+//! point is wrapped once, at import, in a trampoline that calls the
+//! original and, when it fails with a `TypeError` that has no `kind`, sets
+//! `kind = "invalid_argument"`. A trampoline adds a direct call and a null
+//! check; the calling convention stays vectorcall, so no tuple or dict is
+//! built (binding `*args, **kwargs` instead costs 35 ns a call, and a dict
+//! per keyword call).
+//!
+//! Wrapped entry points:
+//! - each `#[pymethods]` method's `ml_meth` (PyO3 binds them
+//!   `METH_FASTCALL | METH_KEYWORDS`; the argument-less ones,
+//!   `METH_NOARGS`, are moved to that convention with the same refusals);
+//! - `tp_new` of the two native classes;
+//! - `tp_init` of the Python classes the package exports ([`wrap_init`]).
+//!
+//! This module is the crate's one hand-written `unsafe`: the entry points
+//! live in CPython's method descriptors and type objects, which PyO3 does
+//! not expose safely. Why it is sound:
+//! - Everything is installed while the module initializes, under the
+//!   interpreter's lock and before any of the wrapped callables can run;
+//!   the original pointer is stored (once, in a `OnceLock`) before the
+//!   trampoline that reads it is written.
+//! - PyO3 allocates each class's `PyMethodDef` array on the heap and never
+//!   frees it (the type keeps pointing to it), so the descriptor's
+//!   `d_method` is live, writable memory that only CPython reads.
+//! - Only descriptors of the exact type `method_descriptor` with one of the
+//!   two flag sets above are touched, and a trampoline has the signature of
+//!   the flag set it is installed under. Moving a `METH_NOARGS` method also
+//!   moves its descriptor's `vectorcall` to the one CPython uses for
+//!   `METH_FASTCALL | METH_KEYWORDS`, read from a descriptor that has it.
+//! - Only a `TypeError` is taken and restored (a PyO3 `PanicException` is
+//!   left where it is).
+//! - The crate is built for the full (non-limited) C API of the running
+//!   interpreter, whose struct layouts `pyo3-ffi` declares per version.
+#![allow(unsafe_code)]
+
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::OnceLock;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::args::INVALID_ARGUMENT as KIND;
+use crate::errors;
+
+/// `METH_FASTCALL | METH_KEYWORDS`: how PyO3 binds a method with arguments.
+const FASTCALL_KEYWORDS: c_int = ffi::METH_FASTCALL | ffi::METH_KEYWORDS;
+
+/// A method's original entry point.
+enum Method {
+    /// `METH_FASTCALL | METH_KEYWORDS`: called as is.
+    Fast(ffi::PyCFunctionFastWithKeywords),
+    /// `METH_NOARGS`: called after checking that no argument was given;
+    /// the method's qualified name is for the refusal's message.
+    NoArgs(ffi::PyCFunction, String),
+}
+
+/// Sets `kind` on the pending exception if it is a `TypeError` without one.
+fn tag_pending_type_error() {
+    // SAFETY: a trampoline runs only as a CPython entry point, on a thread
+    // attached to the interpreter.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: attached (above); `PyExc_TypeError` is a static type object.
+    if unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_TypeError) } == 0 {
+        return;
+    }
+    if let Some(err) = PyErr::take(py) {
+        errors::ensure_kind(err, KIND).restore(py);
+    }
+}
+
+/// Raises the refusal of an argument given to a method that takes none,
+/// with CPython's message.
+fn refuse_arguments(name: &str, nargs: ffi::Py_ssize_t) {
+    // SAFETY: as in `tag_pending_type_error`.
+    let py = unsafe { Python::assume_attached() };
+    let message = if nargs > 0 {
+        format!("{name}() takes no arguments ({nargs} given)")
+    } else {
+        format!("{name}() takes no keyword arguments")
+    };
+    errors::with_kind(PyTypeError::new_err(message), KIND).restore(py);
+}
+
+/// How many methods of the native classes can be wrapped.
+const METHODS: usize = 64;
+static METHOD: [OnceLock<Method>; METHODS] = [const { OnceLock::new() }; METHODS];
+
+/// The trampoline of method slot `I`, in the `METH_FASTCALL |
+/// METH_KEYWORDS` convention.
+unsafe extern "C" fn method<const I: usize>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let result = match METHOD[I].get() {
+        // SAFETY: CPython's arguments, passed on unchanged to the entry
+        // point CPython would have called.
+        Some(Method::Fast(original)) => unsafe { original(slf, args, nargs, kwnames) },
+        Some(Method::NoArgs(original, name)) => {
+            // SAFETY: `kwnames` is null or a tuple (the vectorcall protocol).
+            let keywords = !kwnames.is_null() && unsafe { ffi::PyTuple_Size(kwnames) } > 0;
+            if nargs > 0 || keywords {
+                refuse_arguments(name, nargs);
+                return ptr::null_mut();
+            }
+            // SAFETY: a `METH_NOARGS` function takes `(self, NULL)`.
+            unsafe { original(slf, ptr::null_mut()) }
+        }
+        None => {
+            // Unreachable: a slot's trampoline is installed after its entry.
+            // SAFETY: attached, as in `tag_pending_type_error`.
+            PyRuntimeError::new_err("duplex_session: an unwrapped method slot was called")
+                .restore(unsafe { Python::assume_attached() });
+            return ptr::null_mut();
+        }
+    };
+    if result.is_null() {
+        tag_pending_type_error();
+    }
+    result
+}
+
+/// How many native classes' constructors can be wrapped.
+const NEWS: usize = 4;
+static NEW: [OnceLock<ffi::newfunc>; NEWS] = [const { OnceLock::new() }; NEWS];
+
+/// The `tp_new` trampoline of constructor slot `I`.
+unsafe extern "C" fn new<const I: usize>(
+    subtype: *mut ffi::PyTypeObject,
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let Some(original) = NEW[I].get() else {
+        return ptr::null_mut();
+    };
+    // SAFETY: CPython's arguments, passed on to the original `tp_new`.
+    let result = unsafe { original(subtype, args, kwds) };
+    if result.is_null() {
+        tag_pending_type_error();
+    }
+    result
+}
+
+/// How many Python classes' `__init__` can be wrapped.
+const INITS: usize = 16;
+static INIT: [OnceLock<ffi::initproc>; INITS] = [const { OnceLock::new() }; INITS];
+
+/// The `tp_init` trampoline of initializer slot `I`.
+unsafe extern "C" fn init<const I: usize>(
+    slf: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> c_int {
+    let Some(original) = INIT[I].get() else {
+        return -1;
+    };
+    // SAFETY: CPython's arguments, passed on to the original `tp_init`.
+    let result = unsafe { original(slf, args, kwds) };
+    if result < 0 {
+        tag_pending_type_error();
+    }
+    result
+}
+
+macro_rules! trampolines {
+    ($f:ident; $($i:literal)*) => { [$($f::<$i>,)*] };
+}
+
+static METHOD_TRAMPOLINES: [ffi::PyCFunctionFastWithKeywords; METHODS] = trampolines!(method;
+    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63);
+static NEW_TRAMPOLINES: [ffi::newfunc; NEWS] = trampolines!(new; 0 1 2 3);
+static INIT_TRAMPOLINES: [ffi::initproc; INITS] =
+    trampolines!(init; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+
+/// Takes the first free slot of `table` for `entry`.
+fn claim<T>(table: &[OnceLock<T>], mut entry: T, what: &str) -> PyResult<usize> {
+    for (i, slot) in table.iter().enumerate() {
+        match slot.set(entry) {
+            Ok(()) => return Ok(i),
+            Err(back) => entry = back,
+        }
+    }
+    Err(PyRuntimeError::new_err(format!(
+        "duplex_session: more than {} {what} to wrap",
+        table.len()
+    )))
+}
+
+/// Wraps every method and the constructor of a native class.
+pub(crate) fn wrap_native(class: &Bound<'_, PyType>) -> PyResult<()> {
+    let name = class.qualname()?;
+    // The class's own attributes (a copy: the type's dict is not changed).
+    let items = class
+        .getattr("__dict__")?
+        .call_method0("items")?
+        .try_iter()?
+        .map(|item| item?.extract::<(String, Bound<'_, PyAny>)>())
+        .collect::<PyResult<Vec<_>>>()?;
+    let descriptor_type = ptr::addr_of_mut!(ffi::PyMethodDescr_Type);
+    let mut noargs = Vec::new();
+    let mut fast_vectorcall = None;
+    for (key, value) in &items {
+        let object = value.as_ptr();
+        // SAFETY: a live object's type pointer.
+        if unsafe { ffi::Py_TYPE(object) } != descriptor_type {
+            continue;
+        }
+        let descriptor = object.cast::<ffi::PyMethodDescrObject>();
+        // SAFETY: `object` is a method descriptor (checked above), so it has
+        // this layout and a live `d_method` (the module docs).
+        let def = unsafe { &mut *(*descriptor).d_method };
+        if def.ml_flags == FASTCALL_KEYWORDS {
+            // SAFETY: the flags say which member of the union is set.
+            let original = unsafe { def.ml_meth.PyCFunctionFastWithKeywords };
+            let slot = claim(&METHOD, Method::Fast(original), "methods")?;
+            def.ml_meth.PyCFunctionFastWithKeywords = METHOD_TRAMPOLINES[slot];
+            // SAFETY: as above.
+            fast_vectorcall = unsafe { (*descriptor).vectorcall };
+        } else if def.ml_flags == ffi::METH_NOARGS {
+            noargs.push((key.as_str(), descriptor));
+        }
+    }
+    for (method, descriptor) in noargs {
+        let Some(vectorcall) = fast_vectorcall else {
+            return Err(PyRuntimeError::new_err(format!(
+                "duplex_session: {name} has no method to take the calling convention from"
+            )));
+        };
+        // SAFETY: as above; `noargs` holds descriptors checked in the loop,
+        // kept alive by `items`.
+        let def = unsafe { &mut *(*descriptor).d_method };
+        // SAFETY: the flags say which member of the union is set.
+        let original = unsafe { def.ml_meth.PyCFunction };
+        let slot = claim(
+            &METHOD,
+            Method::NoArgs(original, format!("{name}.{method}")),
+            "methods",
+        )?;
+        def.ml_meth.PyCFunctionFastWithKeywords = METHOD_TRAMPOLINES[slot];
+        def.ml_flags = FASTCALL_KEYWORDS;
+        // SAFETY: as above; the descriptor now dispatches as its flags say.
+        unsafe { (*descriptor).vectorcall = Some(vectorcall) };
+    }
+    let ty = class.as_type_ptr();
+    // SAFETY: a live type object; `tp_new` is read and written under the
+    // interpreter's lock before the class is used.
+    let Some(original) = (unsafe { (*ty).tp_new }) else {
+        return Ok(());
+    };
+    let slot = claim(&NEW, original, "constructors")?;
+    // SAFETY: as above.
+    unsafe { (*ty).tp_new = Some(NEW_TRAMPOLINES[slot]) };
+    Ok(())
+}
+
+/// Wraps a Python class's `__init__` (its `tp_init`), so that a constructor
+/// call of the wrong shape carries `.kind`. Called once per class by the
+/// package's `__init__.py`; only the package's own classes are taken.
+#[pyfunction]
+pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
+    let module = class.module()?;
+    let ours = module.to_str()?.starts_with("duplex_session.");
+    // SAFETY: a live type object.
+    let heap = unsafe { ffi::PyType_GetFlags(class.as_type_ptr()) } & ffi::Py_TPFLAGS_HEAPTYPE != 0;
+    if !(ours && heap) {
+        return Err(errors::with_kind(
+            PyTypeError::new_err(format!(
+                "wrap_init takes a class of duplex_session, got {}",
+                class.fully_qualified_name()?
+            )),
+            KIND,
+        ));
+    }
+    let ty = class.as_type_ptr();
+    // SAFETY: a live type object, read under the interpreter's lock.
+    let Some(original) = (unsafe { (*ty).tp_init }) else {
+        return Ok(());
+    };
+    let slot = claim(&INIT, original, "initializers")?;
+    // SAFETY: as above; written before the package hands the class out.
+    unsafe { (*ty).tp_init = Some(INIT_TRAMPOLINES[slot]) };
+    Ok(())
+}
