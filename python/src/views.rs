@@ -326,32 +326,25 @@ fn read_only(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyErr {
     with_kind(PyAttributeError::new_err(message), args::INVALID_ARGUMENT)
 }
 
-#[pymethods]
-impl PySession {
-    fn __setattr__(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyString>,
-        _value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        Err(read_only(slf.as_any(), name))
-    }
+/// `__setattr__` and `__delattr__` of a native class: every attribute is
+/// read-only ([`read_only`]).
+macro_rules! read_only_attributes {
+    ($($class:ty),*) => {$(
+        #[pymethods]
+        impl $class {
+            fn __setattr__(
+                slf: &Bound<'_, Self>,
+                name: &Bound<'_, PyString>,
+                _value: &Bound<'_, PyAny>,
+            ) -> PyResult<()> {
+                Err(read_only(slf.as_any(), name))
+            }
 
-    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
-        Err(read_only(slf.as_any(), name))
-    }
+            fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
+                Err(read_only(slf.as_any(), name))
+            }
+        }
+    )*};
 }
 
-#[pymethods]
-impl PyManager {
-    fn __setattr__(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyString>,
-        _value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        Err(read_only(slf.as_any(), name))
-    }
-
-    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
-        Err(read_only(slf.as_any(), name))
-    }
-}
+read_only_attributes!(PySession, PyManager);

@@ -30,24 +30,6 @@ from ._types import (
 )
 from ._native import DuplexSessionRuntimeManager, DuplexSessionRuntimeState, wrap_init
 
-# A constructor call of the wrong shape carries `.kind` too (the native
-# classes' are wrapped when `_native` loads; see its `shapes` module).
-for _class in (
-    DuplexAppendReservation,
-    DuplexCompletedAppend,
-    DuplexFence,
-    DuplexFenceMismatchError,
-    DuplexInputAppend,
-    DuplexLeaseConfig,
-    DuplexLeaseState,
-    DuplexRequestResource,
-    DuplexRuntimeCapabilities,
-    DuplexSessionExpiry,
-    DuplexStageBinding,
-):
-    wrap_init(_class)
-del _class, wrap_init
-
 __all__ = [
     "DuplexAppendReservation",
     "DuplexCompletedAppend",
@@ -65,3 +47,18 @@ __all__ = [
     "DuplexSessionRuntimeState",
     "DuplexStageBinding",
 ]
+
+# A constructor call of the wrong shape carries `.kind` too: the native
+# classes' constructors are wrapped when `_native` loads (its `shapes`
+# module), the Python classes' here. The enums' metaclass does their own.
+def _wrap_constructors() -> None:
+    from enum import EnumMeta
+
+    for name in __all__:
+        cls = globals()[name]
+        if cls.__module__ == "duplex_session._types" and not isinstance(cls, EnumMeta):
+            wrap_init(cls)
+
+
+_wrap_constructors()
+del _wrap_constructors, wrap_init
