@@ -177,36 +177,36 @@ pub(crate) fn fence_object<'py, const L: usize>(
     ))
 }
 
-/// The members of an enum class with the core's value for each, for
-/// converting by identity (a pointer comparison) before reading `.value`.
-fn members<T: Copy + Send + Sync + 'static>(
-    py: Python<'_>,
+/// The core's value for `object` if it is one of the enum class's members,
+/// found by identity (a pointer comparison) before anything reads
+/// `.value`. `cell` holds the members with their values, built on first use.
+fn member<T: Copy + Send + Sync + 'static>(
+    object: &Bound<'_, PyAny>,
     cell: &'static PyOnceLock<Vec<(Py<PyAny>, T)>>,
     class: &Bound<'_, PyType>,
     all: &[T],
     name: impl Fn(T) -> &'static str,
-) -> PyResult<&'static [(Py<PyAny>, T)]> {
-    cell.get_or_try_init(py, || {
+) -> PyResult<Option<T>> {
+    let known = cell.get_or_try_init(object.py(), || {
         all.iter()
             .map(|&v| Ok((class.call1((name(v),))?.unbind(), v)))
-            .collect()
-    })
-    .map(Vec::as_slice)
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    Ok(known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v))
 }
 
 /// The core's mode for a `DuplexInputMode` (or its string value).
 pub(crate) fn mode(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
     static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new();
     let py = object.py();
-    let known = members(
-        py,
+    if let Some(m) = member(
+        object,
         &MEMBERS,
         mode_class(py)?,
         &InputMode::ALL,
         InputMode::as_str,
-    )?;
-    if let Some((_, m)) = known.iter().find(|(o, _)| o.is(object)) {
-        return Ok(*m);
+    )? {
+        return Ok(m);
     }
     mode_by_value(object)
 }
@@ -259,15 +259,14 @@ fn read_modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
 pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
     static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, Activity)>> = PyOnceLock::new();
     let py = object.py();
-    let known = members(
-        py,
+    if let Some(a) = member(
+        object,
         &MEMBERS,
         activity_class(py)?,
         &Activity::ALL,
         Activity::as_str,
-    )?;
-    if let Some((_, a)) = known.iter().find(|(o, _)| o.is(object)) {
-        return Ok(*a);
+    )? {
+        return Ok(a);
     }
     let wrong = || {
         with_kind(

@@ -477,7 +477,7 @@ impl PySession {
         Ok(Some(storage))
     }
 
-    fn facts_of(inner: &Inner) -> Option<Facts> {
+    pub(crate) fn facts_of(inner: &Inner) -> Option<Facts> {
         inner.core.as_ref().and_then(|core| {
             on!(core, s => unfinished!(&**s, t => Facts {
                 input_seq: t.input_seq(),

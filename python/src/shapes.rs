@@ -91,6 +91,14 @@ fn refuse_arguments(name: &str, nargs: ffi::Py_ssize_t) {
     errors::with_kind(PyTypeError::new_err(message), KIND).restore(py);
 }
 
+/// Raises the error of a trampoline whose slot holds no original. It cannot
+/// happen: a trampoline is installed only after its slot is filled.
+fn unfilled_slot() {
+    // SAFETY: as in `tag_pending_type_error`.
+    let py = unsafe { Python::assume_attached() };
+    PyRuntimeError::new_err("duplex_session: a call-shape trampoline has no original").restore(py);
+}
+
 /// How many methods of the native classes can be wrapped.
 const METHODS: usize = 64;
 static METHOD: [OnceLock<Method>; METHODS] = [const { OnceLock::new() }; METHODS];
@@ -118,10 +126,7 @@ unsafe extern "C" fn method<const I: usize>(
             unsafe { original(slf, ptr::null_mut()) }
         }
         None => {
-            // Unreachable: a slot's trampoline is installed after its entry.
-            // SAFETY: attached, as in `tag_pending_type_error`.
-            PyRuntimeError::new_err("duplex_session: an unwrapped method slot was called")
-                .restore(unsafe { Python::assume_attached() });
+            unfilled_slot();
             return ptr::null_mut();
         }
     };
@@ -142,6 +147,7 @@ unsafe extern "C" fn new<const I: usize>(
     kwds: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     let Some(original) = NEW[I].get() else {
+        unfilled_slot();
         return ptr::null_mut();
     };
     // SAFETY: CPython's arguments, passed on to the original `tp_new`.
@@ -163,6 +169,7 @@ unsafe extern "C" fn init<const I: usize>(
     kwds: *mut ffi::PyObject,
 ) -> c_int {
     let Some(original) = INIT[I].get() else {
+        unfilled_slot();
         return -1;
     };
     // SAFETY: CPython's arguments, passed on to the original `tp_init`.

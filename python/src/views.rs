@@ -13,7 +13,7 @@ use crate::convert::{self, fence_object, resource_class, FenceArg};
 use crate::core::{on, CoreAny, Profile};
 use crate::errors::{ensure_kind, with_kind};
 use crate::manager::PyManager;
-use crate::session::{gone, lease_of, unfinished, Opening, PySession};
+use crate::session::{gone, lease_of, unfinished, Facts, Opening, PySession};
 
 #[pymethods]
 impl PySession {
@@ -177,45 +177,25 @@ impl PySession {
     /// Configuration generation.
     #[getter]
     fn config_generation(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.config_generation);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.config_generation())).unwrap_or(0))
+        Ok(self.counters(py)?.config_generation)
     }
 
     /// Position in the epoch's input sequence.
     #[getter]
     fn input_seq(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.input_seq);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.input_seq())).unwrap_or(0))
+        Ok(self.counters(py)?.input_seq)
     }
 
     /// Position within the current turn.
     #[getter]
     fn input_turn_seq(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.input_turn_seq);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.input_turn_seq())).unwrap_or(0))
+        Ok(self.counters(py)?.input_turn_seq)
     }
 
     /// The completed-append limit.
     #[getter]
     fn completed_append_limit(&self, py: Python<'_>) -> PyResult<usize> {
-        let inner = self.lock(py);
-        if let Some(f) = inner.facts {
-            return Ok(f.completed_limit);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => unfinished!(&**s, t => t.completed_limit())).unwrap_or(0))
+        Ok(self.counters(py)?.completed_limit)
     }
 
     /// `{stage_id: DuplexStageBinding}` in binding order.
@@ -307,6 +287,19 @@ impl PySession {
         py.import("duplex_session._lease")?
             .getattr("SessionLease")?
             .call1((slf,))
+    }
+}
+
+impl PySession {
+    /// The session's sequences, limit and generation: its final facts once
+    /// closed, the live core's before (zeros for a session that is neither).
+    fn counters(&self, py: Python<'_>) -> PyResult<Facts> {
+        let inner = self.lock(py);
+        if let Some(facts) = inner.facts {
+            return Ok(facts);
+        }
+        inner.core.as_ref().ok_or_else(gone)?;
+        Ok(PySession::facts_of(&inner).unwrap_or_default())
     }
 }
 
