@@ -170,3 +170,20 @@ def test_the_kind_survives_the_interpreters_call_specialization(session, fence):
         except TypeError as e:
             kinds.add(e.kind)
     assert kinds == {"invalid_argument"}
+
+
+def test_only_the_packages_classes_are_wrapped():
+    from duplex_session import _native
+
+    class Outside:
+        def __init__(self, x):
+            self.x = x
+
+    for cls in (int, Outside):
+        e = refused(TypeError, lambda: _native.wrap_init(cls))
+        assert str(e).startswith("wrap_init takes a class of duplex_session, got ")
+    # Refused means untouched: their own call-shape errors stay Python's.
+    with pytest.raises(TypeError) as e:
+        Outside()
+    assert not hasattr(e.value, "kind")
+    assert int("7") == 7
