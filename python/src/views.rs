@@ -129,23 +129,13 @@ impl PySession {
     /// The fence's epoch.
     #[getter]
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let (None, Some(c)) = (&inner.core, &inner.closed) {
-            return Ok(c.epoch);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => s.fence().epoch))
+        Ok(self.epoch_turn(py)?.0)
     }
 
     /// The fence's turn.
     #[getter]
     fn turn_id(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.lock(py);
-        if let (None, Some(c)) = (&inner.core, &inner.closed) {
-            return Ok(c.turn);
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => s.fence().turn))
+        Ok(self.epoch_turn(py)?.1)
     }
 
     /// The capabilities the session was opened with.
@@ -291,6 +281,17 @@ impl PySession {
 }
 
 impl PySession {
+    /// The fence's epoch and turn: the closed session's record once its
+    /// core is gone, the core's before.
+    fn epoch_turn(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        let inner = self.lock(py);
+        if let (None, Some(c)) = (&inner.core, &inner.closed) {
+            return Ok((c.epoch, c.turn));
+        }
+        let core = inner.core.as_ref().ok_or_else(gone)?;
+        Ok(on!(core, s => (s.fence().epoch, s.fence().turn)))
+    }
+
     /// The session's sequences, limit and generation: its final facts once
     /// closed, the live core's before (zeros for a session that is neither).
     fn counters(&self, py: Python<'_>) -> PyResult<Facts> {
