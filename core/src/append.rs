@@ -299,3 +299,67 @@ impl<const L: usize> Reservation<L> {
         Err(Error::StaleReservation { staleness })
     }
 }
+
+/// The stage results of a completed append, copied out of the session (at
+/// most `K`, the profile's stage results per completed append): what a host
+/// hands back on a retry after the session's lock is gone.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::StageResults;
+///
+/// let r = StageResults::<4>::new(&[7, -1])?;
+/// assert_eq!(r.as_slice(), [7, -1]);
+/// assert!(StageResults::<1>::new(&[1, 2]).is_err());
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StageResults<const K: usize> {
+    values: [i64; K],
+    len: u8,
+}
+
+impl<const K: usize> StageResults<K> {
+    /// A copy of `results`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Full`] if there are more than `K` results (nothing is
+    /// copied).
+    ///
+    /// See the type-level example.
+    pub fn new(results: &[i64]) -> Result<Self, crate::Error> {
+        let full = crate::Error::Full {
+            table: crate::Table::StageResults,
+            capacity: K,
+        };
+        let mut values = [0; K];
+        let len = u8::try_from(results.len()).map_err(|_| full)?;
+        values
+            .get_mut(..results.len())
+            .ok_or(full)?
+            .copy_from_slice(results);
+        Ok(StageResults { values, len })
+    }
+
+    /// The results, in order.
+    ///
+    /// ```
+    /// # use duplex_core::StageResults;
+    /// assert!(StageResults::<2>::new(&[])?.as_slice().is_empty());
+    /// # Ok::<(), duplex_core::Error>(())
+    /// ```
+    pub fn as_slice(&self) -> &[i64] {
+        self.values.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+}
+
+impl<const K: usize> core::ops::Deref for StageResults<K> {
+    type Target = [i64];
+
+    fn deref(&self) -> &[i64] {
+        self.as_slice()
+    }
+}

@@ -113,7 +113,7 @@ mod requests;
 pub mod session;
 pub mod time;
 
-pub use append::{Appended, Finality, Reservation};
+pub use append::{Appended, Finality, Reservation, StageResults};
 pub use error::{ConfigField, Error, ErrorKind, FenceRule, Rejected, Staleness, Table};
 pub use fence::{Fence, Stamp};
 pub use id::Id;
@@ -121,6 +121,7 @@ pub use lease::{Activity, CloseReason, LeaseConfig};
 pub use mode::{InputMode, Modes};
 pub use requests::{RequestIds, RequestState};
 pub use session::any::AnySession;
+pub use session::expiry::Expiry;
 #[cfg(feature = "serde")]
 pub use session::snapshot::{max_snapshot_len, SnapshotError, SNAPSHOT_VERSION};
 pub use session::state::{

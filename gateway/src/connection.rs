@@ -14,7 +14,7 @@ use duplex_core::{
     Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
     LeaseConfig, Modes, OpenOptions, Session, Unfinished,
 };
-use duplex_std::Error;
+use duplex_std::{Error, Sessions};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -340,7 +340,7 @@ impl Connection {
         let fence = b.fence(epoch, turn);
         let audit = self.gw.audit.as_ref();
         let applied = self.gw.m.with_open(&b.session, |s, now| {
-            check_generation(s, b.generation)?;
+            s.check_generation(b.generation)?;
             if let Some(r) = s.completed(&fence, &op, AUDIO, Finality::Partial)? {
                 let at = |i: usize| r.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
                 let cached = Appended {
@@ -402,7 +402,7 @@ impl Connection {
         // task cannot look for its entry before it is there.
         let mut active = lock(&self.active);
         let bound = self.gw.m.with_open(&b.session, |s, now| {
-            check_generation(s, b.generation)?;
+            s.check_generation(b.generation)?;
             s.bind(&fence, RESPONSE_STAGE, &request)?;
             s.touch(&fence, Activity::Signal, now)
         });
@@ -446,7 +446,7 @@ impl Connection {
         let next = b.fence(next_epoch, turn);
         let mut active = lock(&self.active);
         let result = self.gw.m.with_open(&b.session, |s, _| {
-            check_generation(s, b.generation)?;
+            s.check_generation(b.generation)?;
             let mut ids: Vec<String> = s
                 .cancel(&cancelled, &next)?
                 .iter()
@@ -488,21 +488,24 @@ impl Connection {
             Ok(b) => b,
             Err(e) => return e,
         };
-        let current = self
-            .gw
-            .m
-            .with_session(&b.session, |s| (s.fence().clone(), s.lease_generation()));
-        let Some((fence, generation)) = current else {
+        let Some(fence) = self.gw.m.with_session(&b.session, |s| s.fence().clone()) else {
             self.bound = None;
             return self.manager_error(&Error::UnknownSession { session: b.session }, None);
         };
-        if generation != b.generation {
-            self.bound = None;
-            return self.manager_error(&superseded(generation, b.generation).into(), None);
-        }
-        self.stop_responses();
-        match self.gw.m.close(&fence, CloseReason::ClientClose) {
+        // The generation is checked under the lock that closes: a resume
+        // by a newer connection in between is never closed from here.
+        match self
+            .gw
+            .m
+            .close_generation(&fence, b.generation, CloseReason::ClientClose)
+        {
+            Err(e) if e.kind() == ErrorKind::GenerationMismatch => {
+                self.bound = None;
+                self.manager_error(&e, None)
+            }
+            Err(e) => self.manager_error(&e, None),
             Ok(released) => {
+                self.stop_responses();
                 let request_ids: Vec<String> = released
                     .iter()
                     .flat_map(|ids| ids.iter().map(|id| id.as_str().to_owned()))
@@ -515,7 +518,6 @@ impl Connection {
                     request_ids,
                 }
             }
-            Err(e) => self.manager_error(&e, None),
         }
     }
 
@@ -566,24 +568,6 @@ fn options(lease: LeaseConfig) -> OpenOptions {
     OpenOptions::default()
         .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
         .lease(lease)
-}
-
-fn superseded(current: u64, held: u64) -> CoreError {
-    CoreError::GenerationMismatch {
-        expected: current,
-        actual: held,
-    }
-}
-
-/// Refuses a connection whose lease generation is no longer the session's:
-/// another connection resumed it.
-fn check_generation<S: duplex_core::State>(s: &Session<S>, held: u64) -> Result<(), CoreError> {
-    let current = s.lease_generation();
-    if current == held {
-        Ok(())
-    } else {
-        Err(superseded(current, held))
-    }
 }
 
 /// Releases `request` if the session still holds it; whether it did.

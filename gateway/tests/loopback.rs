@@ -403,3 +403,56 @@ async fn shutdown_closes_every_session_and_releases_its_requests() {
     assert_eq!(counters.requests_outstanding(), 0);
     assert_eq!(gw.sessions(), 0);
 }
+
+/// A takeover: a second socket resumes the session while the first is
+/// still connected. The first socket's close is refused
+/// (`generation_mismatch`, checked under the lock that would close) and
+/// the session stays with the second, which goes on appending and closes
+/// it itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_socket_cannot_close_the_session_it_lost() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let (mut old, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connect");
+    send(
+        &mut old,
+        json!({"type": "session.open", "session_id": "call-9"}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut old).await,
+        ServerEvent::Opened { generation: 0, .. }
+    ));
+    let (mut new, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connect");
+    send(
+        &mut new,
+        json!({"type": "session.open", "session_id": "call-9", "generation": 0}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut new).await,
+        ServerEvent::Opened {
+            generation: 1,
+            resumed: true,
+            ..
+        }
+    ));
+    send(&mut old, json!({"type": "session.close"})).await;
+    assert_eq!(kind(&reply(&mut old).await), "generation_mismatch");
+    send(&mut new, chunk("after-takeover", 0, 0)).await;
+    assert!(matches!(
+        reply(&mut new).await,
+        ServerEvent::Appended {
+            seq: 1,
+            duplicate: false,
+            ..
+        }
+    ));
+    send(&mut new, json!({"type": "session.close"})).await;
+    assert!(matches!(reply(&mut new).await, ServerEvent::Closed { .. }));
+    let _ = stop.send(());
+    server.await.expect("server");
+}

@@ -88,47 +88,4 @@ macro_rules! on {
     };
 }
 
-/// Runs a transition: `$body` consumes `$s` (the session by value) and
-/// returns `Result<(session, T), Rejected<session>>`; the session that
-/// comes back is put back into `$slot` either way. Evaluates to
-/// `Result<T, duplex_core::Error>`.
-macro_rules! transition {
-    ($slot:expr, $s:ident => $body:expr) => {{
-        match $slot.take() {
-            Some($crate::core::CoreAny::Server(boxed)) => {
-                let $s = *boxed;
-                match $body {
-                    Ok((next, out)) => {
-                        $slot = Some($crate::core::CoreAny::Server(Box::new(next)));
-                        Ok(out)
-                    }
-                    Err(rejected) => {
-                        $slot = Some($crate::core::CoreAny::Server(Box::new(rejected.session)));
-                        Err(rejected.error)
-                    }
-                }
-            }
-            Some($crate::core::CoreAny::Conformance(boxed)) => {
-                let $s = *boxed;
-                match $body {
-                    Ok((next, out)) => {
-                        $slot = Some($crate::core::CoreAny::Conformance(Box::new(next)));
-                        Ok(out)
-                    }
-                    Err(rejected) => {
-                        $slot = Some($crate::core::CoreAny::Conformance(Box::new(
-                            rejected.session,
-                        )));
-                        Err(rejected.error)
-                    }
-                }
-            }
-            None => Err(duplex_core::Error::WrongState {
-                operation: "transition",
-                state: duplex_core::StateKind::Closed,
-            }),
-        }
-    }};
-}
-
-pub(crate) use {on, transition};
+pub(crate) use on;

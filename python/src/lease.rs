@@ -9,7 +9,7 @@ use pyo3::types::{PyList, PySet, PyTuple};
 
 use crate::args;
 use crate::convert::{self, FenceArg};
-use crate::core::{on, transition};
+use crate::core::on;
 use crate::errors::{core_error, fence_mismatch, generation_mismatch, with_kind, Context};
 use crate::session::{gone, ids_list, Inner, PySession};
 
@@ -115,15 +115,21 @@ impl PySession {
             ..self.cx(py)
         };
         let result: Result<Option<u64>, CoreError> = match op {
-            "detach" => transition!(inner.core, s => {
-                let f = s.fence().clone();
-                s.detach(&f, now).map(|n| (n, None))
-            }),
-            "resume" => transition!(inner.core, s => {
-                let f = s.fence().clone();
-                let other = s.lease_generation().wrapping_add(1);
-                s.resume(&f, expected.unwrap_or(other), now).map(|(n, g)| (n, Some(g)))
-            }),
+            "detach" => {
+                let core = inner.core.as_mut().ok_or_else(gone)?;
+                on!(core, s => {
+                    let f = s.fence().clone();
+                    s.detach(&f, now).map(|()| None)
+                })
+            }
+            "resume" => {
+                let core = inner.core.as_mut().ok_or_else(gone)?;
+                on!(core, s => {
+                    let f = s.fence().clone();
+                    let other = s.lease_generation().wrapping_add(1);
+                    s.resume(&f, expected.unwrap_or(other), now).map(Some)
+                })
+            }
             _ => {
                 let core = inner.core.as_mut().ok_or_else(gone)?;
                 on!(core, s => {

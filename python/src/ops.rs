@@ -9,10 +9,10 @@ use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::args;
 use crate::convert::{self, appended_object, FenceArg, ReservationArg};
-use crate::core::{on, transition};
+use crate::core::on;
 use crate::errors::{core_error, generation_mismatch, with_kind, Context};
 use crate::session::session_op;
-use crate::session::{ids_list, PySession};
+use crate::session::{gone, ids_list, PySession};
 
 #[pymethods]
 impl PySession {
@@ -53,10 +53,8 @@ impl PySession {
         let now = self.now(py)?;
         let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let result = transition!(inner.core, s => match arg.fence() {
-            Ok(f) => s.detach(&f, now).map(|n| (n, ())),
-            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
-        });
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let result = on!(core, s => s.detach(&arg.fence()?, now));
         self.after(py, &mut inner, result, &arg, cx)?;
         self.reschedule(py, &inner);
         Ok(())
@@ -78,14 +76,13 @@ impl PySession {
         let now = self.now(py)?;
         let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let result = transition!(inner.core, s => match arg.fence() {
-            // For a value that is not a generation, any generation but the
-            // current one: the core's checks, in order, end in the mismatch.
-            Ok(f) => {
-                let other = s.lease_generation().wrapping_add(1);
-                s.resume(&f, given.unwrap_or(other), now)
-            }
-            Err(_) => Err(duplex_core::Rejected { error: bad_id(), session: s }),
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        // For a value that is not a generation, any generation but the
+        // current one: the core's checks, in order, end in the mismatch.
+        let result = on!(core, s => {
+            let f = arg.fence()?;
+            let other = s.lease_generation().wrapping_add(1);
+            s.resume(&f, given.unwrap_or(other), now)
         });
         match (given, result) {
             (None, Err(CoreError::GenerationMismatch { expected, .. })) => {
@@ -619,10 +616,6 @@ impl PySession {
         let arg = self.arg(fence)?;
         Ok(self.terminate_now(py, &arg, reason)?.is_some())
     }
-}
-
-fn bad_id() -> CoreError {
-    CoreError::InvalidId { len: 0, max: 0 }
 }
 
 fn stale() -> CoreError {

@@ -4,14 +4,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use duplex_core::{CloseReason, Error as CoreError, Instant, RequestState, StateKind};
+use duplex_core::{CloseReason, Error as CoreError, Instant, StateKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::convert::{self, fence_object, FenceArg};
-use crate::core::{on, transition, CoreAny, Profile};
+use crate::core::{on, CoreAny, Profile};
 use crate::errors::{core_error, fence_mismatch, with_kind, Context};
 use crate::timers::Timers;
 
@@ -498,12 +498,8 @@ impl PySession {
     ) -> PyResult<bool> {
         let core_reason = close_reason(reason.to_str()?);
         let cx = self.cx(py);
-        let result = transition!(inner.core, s => {
-            match fence.fence() {
-                Ok(f) => s.begin_close(&f, core_reason).map(|n| (n, ())),
-                Err(_) => Err(duplex_core::Rejected { error: CoreError::InvalidId { len: 0, max: 0 }, session: s }),
-            }
-        });
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let result = on!(core, s => s.begin_close(&fence.fence()?, core_reason));
         match result {
             Ok(()) => {
                 self.remember(inner, fence);
@@ -525,8 +521,9 @@ impl PySession {
         inner: &mut Inner,
     ) -> PyResult<Vec<String>> {
         let facts = Self::facts_of(inner);
-        let ids = transition!(inner.core, s => s.finalize().map(|(n, ids)| {
-            (n, ids.iter().map(|id| id.as_str().to_owned()).collect::<Vec<String>>())
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let ids: Vec<String> = on!(core, s => s.finalize().map(|ids| {
+            ids.iter().map(|id| id.as_str().to_owned()).collect()
         }))
         .map_err(|e| core_error(e, self.cx(py)))?;
         let fence = self.fence_obj(py, inner)?.unbind();
@@ -573,36 +570,17 @@ impl PySession {
         Vec<String>,
     )> {
         let mut inner = self.lock(py);
-        let core = inner.core.as_ref()?;
-        let reason = on!(core, s => s.due(now))?;
-        let (submitted, reserved) = self.ids_by_state(&inner);
-        let expired = transition!(inner.core, s => s.expire(now).map_err(|s| duplex_core::Rejected { error: CoreError::OperationActive, session: s }));
-        expired.ok()?;
+        let core = inner.core.as_mut()?;
+        let (reason, generation, submitted, reserved) = on!(core, s => {
+            let e = s.expire(now)?;
+            let names = |ids: &duplex_core::RequestIds<_, _>| -> Vec<String> {
+                ids.iter().map(|id| id.as_str().to_owned()).collect()
+            };
+            (e.reason, e.lease_generation, names(&e.submitted), names(&e.reserved))
+        });
         inner.terminal_reason = Some(PyString::new(py, reason.as_str()).unbind());
         let fence = self.fence_obj(py, &mut inner).ok()?;
-        let generation = inner
-            .core
-            .as_ref()
-            .map_or(0, |c| on!(c, s => s.lease_generation()));
         Some((reason, fence, generation, submitted, reserved))
-    }
-
-    fn ids_by_state(&self, inner: &Inner) -> (Vec<String>, Vec<String>) {
-        let mut submitted = Vec::new();
-        let mut reserved = Vec::new();
-        if let Some(core) = &inner.core {
-            on!(core, s => {
-                unfinished!(&**s, t => {
-                    for (_, id, state) in t.resources() {
-                        let list = if state == RequestState::Submitted { &mut submitted } else { &mut reserved };
-                        if !list.iter().any(|x: &String| x == id.as_str()) {
-                            list.push(id.as_str().to_owned());
-                        }
-                    }
-                })
-            });
-        }
-        (submitted, reserved)
     }
 
     /// The deadline now, for the manager's timers.

@@ -1,14 +1,16 @@
 //! What the simulated clients and host talk to: the single-threaded
 //! manager (one thread), or one shared manager driven from several threads.
-//! Both answer the same operations with the same meaning.
+//! Both answer the same operations with the same meaning: the per-session
+//! ones come from [`Sessions`], which `&mut Backend` implements by handing
+//! each call to the manager it holds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use duplex_core::{
-    Activity, Appended, Clock, CloseReason, Duration, Fence, Finality, Id, InputMode, Instant,
-    OpenOptions, RequestIds, RequestState,
+    AnySession, Clock, CloseReason, Duration, Error as CoreError, Fence, Id, Instant, OpenOptions,
+    RequestIds,
 };
-use duplex_std::{Error, Expiry, ManagerConfig, Released, SessionManager, SharedManager};
+use duplex_std::{Error, Expiry, ManagerConfig, Released, SessionManager, Sessions, SharedManager};
 
 /// The simulation's virtual time: milliseconds advanced by hand, readable
 /// from every thread.
@@ -80,87 +82,6 @@ impl<'c> Backend<'c> {
         both!(self, m => m.open(fence, options))
     }
 
-    pub(crate) fn touch(&mut self, fence: &Fence, activity: Activity) -> Result<(), Error> {
-        both!(self, m => m.touch(fence, activity))
-    }
-
-    pub(crate) fn detach(&mut self, fence: &Fence) -> Result<(), Error> {
-        both!(self, m => m.detach(fence))
-    }
-
-    pub(crate) fn resume(&mut self, fence: &Fence, generation: u64) -> Result<u64, Error> {
-        both!(self, m => m.resume(fence, generation))
-    }
-
-    pub(crate) fn begin_operation(&mut self, fence: &Fence, op: &str) -> Result<(), Error> {
-        both!(self, m => m.begin_operation(fence, op))
-    }
-
-    pub(crate) fn end_operation(&mut self, fence: &Fence, op: &str) -> Result<(), Error> {
-        both!(self, m => m.end_operation(fence, op))
-    }
-
-    pub(crate) fn append(&mut self, fence: &Fence, mode: InputMode) -> Result<Appended, Error> {
-        both!(self, m => m.append(fence, mode))
-    }
-
-    /// The recorded results, owned (they are only there on a retry).
-    pub(crate) fn completed(
-        &mut self,
-        fence: &Fence,
-        op: &str,
-        mode: InputMode,
-        finality: Finality,
-    ) -> Result<Option<Vec<i64>>, Error> {
-        match self {
-            Backend::Single(m) => m
-                .completed(fence, op, mode, finality)
-                .map(|r| r.map(<[i64]>::to_vec)),
-            Backend::Shared(m) => m.completed(fence, op, mode, finality),
-        }
-    }
-
-    pub(crate) fn record_completed(
-        &mut self,
-        fence: &Fence,
-        op: &str,
-        mode: InputMode,
-        finality: Finality,
-        results: &[i64],
-    ) -> Result<(), Error> {
-        both!(self, m => m.record_completed(fence, op, mode, finality, results))
-    }
-
-    pub(crate) fn reserve(
-        &mut self,
-        fence: &Fence,
-        stage: u32,
-        request: &str,
-    ) -> Result<(), Error> {
-        both!(self, m => m.reserve(fence, stage, request))
-    }
-
-    pub(crate) fn bind(&mut self, fence: &Fence, stage: u32, request: &str) -> Result<(), Error> {
-        both!(self, m => m.bind(fence, stage, request))
-    }
-
-    pub(crate) fn resource_request_ids(
-        &mut self,
-        session: &Id,
-        fence: Option<&Fence>,
-        state: Option<RequestState>,
-    ) -> Result<RequestIds, Error> {
-        both!(self, m => m.resource_request_ids(session, fence, state))
-    }
-
-    pub(crate) fn release<I: AsRef<str>>(&mut self, session: &Id, ids: &[I]) -> Result<(), Error> {
-        both!(self, m => m.release(session, ids))
-    }
-
-    pub(crate) fn cancel(&mut self, cancelled: &Fence, next: &Fence) -> Result<RequestIds, Error> {
-        both!(self, m => m.cancel(cancelled, next))
-    }
-
     pub(crate) fn close(
         &mut self,
         fence: &Fence,
@@ -183,5 +104,23 @@ impl<'c> Backend<'c> {
 
     pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
         both!(self, m => m.next_deadline())
+    }
+}
+
+impl Sessions for &mut Backend<'_> {
+    fn apply<T>(
+        self,
+        session: &Id,
+        op: impl FnOnce(&mut AnySession, Instant) -> Result<T, CoreError>,
+    ) -> Result<T, Error> {
+        both!(self, m => m.apply(session, op))
+    }
+
+    fn read<T>(
+        self,
+        session: &Id,
+        op: impl FnOnce(&AnySession) -> Result<T, CoreError>,
+    ) -> Result<T, Error> {
+        both!(self, m => m.read(session, op))
     }
 }

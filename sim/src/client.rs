@@ -4,7 +4,7 @@
 use duplex_core::{Activity, CloseReason, ErrorKind, Fence, Finality, Id, InputMode};
 
 use super::{Fault, World, GRACE, IDLE_TTL, STEP_MS};
-use duplex_std::Error;
+use duplex_std::{Error, Sessions};
 
 pub(crate) const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -224,7 +224,7 @@ impl Client {
             // completed-append cache, never appended twice.
             w.op();
             match w.m.completed(&self.fence, &op, AUDIO, Finality::Partial) {
-                Ok(Some(r)) if r == [seq] => w.report.duplicates += 1,
+                Ok(Some(r)) if r.as_slice() == [seq] => w.report.duplicates += 1,
                 other => {
                     let got = format!("{other:?}");
                     w.violation(

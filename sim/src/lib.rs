@@ -43,7 +43,7 @@ use rand_core::{RngCore, SeedableRng};
 use backend::Backend;
 pub use backend::SimClock;
 use client::Client;
-use duplex_std::{Expiry, ManagerConfig};
+use duplex_std::{Expiry, ManagerConfig, Sessions};
 pub use faults::{Fault, Faults};
 use ledger::Ledger;
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use duplex_core::{Fence, Id, InputMode, Modes, OpenOptions};
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, MonotonicClock, SessionManager, SharedManager};
 
 const MODE: InputMode = InputMode::AppendAudioChunk;

@@ -21,6 +21,7 @@ use allocation_counter::measure;
 use duplex_core::{
     Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager};
 
 const SESSIONS: usize = 10_000;

@@ -9,7 +9,7 @@ use duplex_core::{ErrorKind, Id, Rejected};
 ///
 /// ```
 /// use duplex_core::{ErrorKind, Fence, Id, ManualClock, Instant};
-/// use duplex_std::{Error, ManagerConfig, SessionManager};
+/// use duplex_std::{Error, ManagerConfig, SessionManager, Sessions};
 ///
 /// let mut m = SessionManager::new(ManualClock::new(Instant::ZERO), ManagerConfig::default())?;
 /// let f = Fence::new(Id::new("nobody")?, 0);

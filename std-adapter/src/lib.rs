@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use duplex_core::*;
-//! use duplex_std::{ManagerConfig, MonotonicClock, SessionManager};
+//! use duplex_std::{ManagerConfig, MonotonicClock, SessionManager, Sessions};
 //!
 //! let config = ManagerConfig { max_sessions: Some(10_000), ..ManagerConfig::default() };
 //! let mut manager = SessionManager::new(MonotonicClock::new(), config)?;
@@ -57,13 +57,16 @@ mod clock;
 mod error;
 mod manager;
 pub mod metrics;
+mod sessions;
 mod shared;
-mod snapshot;
+mod view;
 
 pub use clock::MonotonicClock;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
+pub use duplex_core::Expiry;
 pub use error::Error;
-pub use manager::{Expiry, ManagerConfig, NotImported, Released, SessionManager};
+pub use manager::{ManagerConfig, NotImported, Released, SessionManager};
+pub use sessions::Sessions;
 pub use shared::{AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager};
-pub use snapshot::Snapshot;
+pub use view::SessionView;

@@ -6,6 +6,7 @@ use allocation_counter::measure;
 use duplex_core::{
     Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions, Session,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager};
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;

@@ -14,8 +14,9 @@ use std::thread;
 
 use duplex_core::{
     CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant, LeaseConfig, ManualClock,
-    Modes, OpenOptions,
+    Modes, OpenOptions, StateKind,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, MonotonicClock, SessionManager, SharedManager};
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -80,7 +81,7 @@ fn eight_threads_keep_every_rule() {
                 for n in 0..OPS {
                     let name = SESSIONS[rng.below(SESSIONS.len() as u64) as usize];
                     let session = id(name);
-                    let Some(snap) = m.snapshot(&session) else {
+                    let Some(snap) = m.inspect(&session) else {
                         let incarnation = incarnations.fetch_add(1, Ordering::Relaxed);
                         let _ = m.open(Fence::new(session, incarnation), options());
                         continue;
@@ -151,7 +152,7 @@ fn eight_threads_keep_every_rule() {
     let mut released: Vec<String> = seen.iter().flat_map(|s| s.released.clone()).collect();
     for name in SESSIONS {
         let session = id(name);
-        if let Some(snap) = m.snapshot(&session) {
+        if let Some(snap) = m.inspect(&session) {
             let ids = if snap.close_reason.is_some() {
                 m.finalize(&session).unwrap()
             } else {
@@ -614,7 +615,7 @@ fn sessions_migrating_between_shared_managers_stay_whole() {
             for i in 0..4_000 {
                 let name = id(names[i % 4]);
                 for host in hosts.iter() {
-                    let Some(fence) = host.snapshot(&name).map(|s| s.fence) else {
+                    let Some(fence) = host.inspect(&name).map(|s| s.fence) else {
                         continue;
                     };
                     // The fence read may be stale by now (the session moved
@@ -643,11 +644,11 @@ fn sessions_migrating_between_shared_managers_stay_whole() {
     let mut released = Vec::new();
     for name in names {
         let held: Vec<usize> = (0..2)
-            .filter(|&h| hosts[h].snapshot(&id(name)).is_some())
+            .filter(|&h| hosts[h].inspect(&id(name)).is_some())
             .collect();
         assert_eq!(held.len(), 1, "{name} is in exactly one host");
         let host = &hosts[held[0]];
-        let snap = host.snapshot(&id(name)).unwrap();
+        let snap = host.inspect(&id(name)).unwrap();
         seqs += snap.input_seq;
         let ids = host
             .close(&snap.fence, CloseReason::ClientClose)
@@ -662,4 +663,56 @@ fn sessions_migrating_between_shared_managers_stay_whole() {
     released.sort();
     assert_eq!(released, ["req-m0", "req-m1", "req-m2", "req-m3"]);
     assert!(hosts.iter().all(|h| h.is_empty() && h.reserved() == 0));
+}
+
+/// A connection that lost a takeover race (a client reconnected on another
+/// socket and resumed while the old socket was still closing) never closes
+/// its successor's session: the close carries the generation its connection
+/// was handed, checked under the lock that closes. Two threads race each
+/// round: one resumes, one closes with the old generation. Either the close
+/// came first (it succeeds and the resume finds nothing), or the resume did
+/// (the close is refused and the session stays, held by the new
+/// generation); never a close of the resumed session.
+#[test]
+fn a_superseded_connection_never_closes_its_successor() {
+    let m = Arc::new(SharedManager::new(MonotonicClock::new(), ManagerConfig::default()).unwrap());
+    let (mut closed_first, mut resumed_first) = (0, 0);
+    for round in 0..400 {
+        let f = Fence::new(id(&format!("race-{round}")), 0);
+        m.open(f.clone(), options()).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let resumer = {
+            let (m, f, barrier) = (Arc::clone(&m), f.clone(), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                m.resume(&f, 0)
+            })
+        };
+        barrier.wait();
+        let closed = m.close_generation(&f, 0, CloseReason::ClientClose);
+        let resumed = resumer.join().unwrap();
+        match (closed, resumed) {
+            (Ok(Some(_)), Err(e)) => {
+                assert_eq!(e.kind(), ErrorKind::UnknownSession, "round {round}");
+                assert!(
+                    m.with_session(&f.session, |s| s.kind()).is_none(),
+                    "round {round}"
+                );
+                closed_first += 1;
+            }
+            (Err(e), Ok(1)) => {
+                assert_eq!(e.kind(), ErrorKind::GenerationMismatch, "round {round}");
+                assert_eq!(
+                    m.with_session(&f.session, |s| (s.kind(), s.lease_generation())),
+                    Some((StateKind::Open, 1)),
+                    "round {round}: the resumed session is untouched"
+                );
+                resumed_first += 1;
+                let _ = m.close_generation(&f, 1, CloseReason::ClientClose).unwrap();
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    assert_eq!(closed_first + resumed_first, 400);
+    assert!(m.is_empty());
 }

@@ -5,6 +5,7 @@ use duplex_core::{
     Activity, CloseReason, Duration, ErrorKind, Fence, Id, InputMode, Instant, LeaseConfig,
     ManualClock, Modes, OpenOptions,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 

@@ -7,6 +7,7 @@ use duplex_core::{
     AnySession, CloseReason, Duration, ErrorKind, Fence, FenceRule, Finality, Id, InputMode,
     Instant, LeaseConfig, ManualClock, Modes, Open, OpenOptions, Session, StateKind,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{Error, ManagerConfig, SessionManager};
 
 type Manager<'c> = SessionManager<&'c ManualClock>;
@@ -89,7 +90,8 @@ fn a_detached_session_moves_hosts_and_resumes_under_its_new_incarnation() {
     assert_eq!(
         new_host
             .completed(&moved, "op-9", AUDIO, Finality::Final)
-            .unwrap(),
+            .unwrap()
+            .as_deref(),
         Some(&[4, 2][..]),
         "the completed append's result survives the move"
     );
@@ -137,7 +139,7 @@ fn a_refused_import_changes_neither_manager_and_hands_the_session_back() {
     assert_eq!(refused.error.kind(), ErrorKind::CapacityExhausted);
     let home = a.import(refused.session, 6).unwrap();
     assert_eq!(home.incarnation, 6);
-    assert_eq!(a.snapshot(&f.session).unwrap().bindings, [(0, id("llm-1"))]);
+    assert_eq!(a.inspect(&f.session).unwrap().bindings, [(0, id("llm-1"))]);
 
     // Exporting what is not there, or an invalid id, is a typed refusal.
     assert_eq!(

@@ -9,6 +9,7 @@ use std::time::Duration as StdDuration;
 use duplex_core::{
     Clock, CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, MonotonicClock, SharedManager, TokioClock};
 
 const GRACE_MS: u64 = 50;
@@ -129,10 +130,10 @@ async fn an_earlier_deadline_wakes_a_sleeping_reaper() {
     m.detach(&near).unwrap();
     tokio::time::sleep(StdDuration::from_millis(GRACE_MS + 5)).await;
     assert!(
-        m.snapshot(&near.session).is_none(),
+        m.inspect(&near.session).is_none(),
         "the near session was reaped on time"
     );
-    assert!(m.snapshot(&far.session).is_some());
+    assert!(m.inspect(&far.session).is_some());
     stop.send(()).unwrap();
     let stats = reaper.await.unwrap();
     assert_eq!((stats.finalized, stats.idle_wakes), (1, 0));

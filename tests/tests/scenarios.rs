@@ -4,6 +4,7 @@ use duplex_core::{
     Activity, Clock, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode, Instant,
     LeaseConfig, ManualClock, Modes, OpenOptions, StateKind,
 };
+use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager};
 
 type Manager<'c> = SessionManager<&'c ManualClock>;
@@ -77,7 +78,7 @@ fn a_stale_close_keeps_the_live_session_and_its_bindings() {
     open_audio(&mut m, &old);
     let live = old.clone().with_epoch(2);
     m.bind(&live, 0, "llm-7").unwrap();
-    let before = m.snapshot(&old.session).unwrap();
+    let before = m.inspect(&old.session).unwrap();
 
     // A close from the previous epoch arrives late.
     assert_eq!(
@@ -88,7 +89,7 @@ fn a_stale_close_keeps_the_live_session_and_its_bindings() {
         kind_of(m.begin_close(&old, CloseReason::ClientClose)),
         ErrorKind::FenceMismatch
     );
-    assert_eq!(m.snapshot(&old.session).unwrap(), before, "nothing changed");
+    assert_eq!(m.inspect(&old.session).unwrap(), before, "nothing changed");
     assert_eq!(
         m.stage_request_ids(&old.session, None).unwrap().as_slice(),
         [id("llm-7")]
@@ -335,7 +336,7 @@ fn failed_operations_change_nothing() {
     for (stage, request) in [(0, "q0"), (1, "q1"), (2, "q2"), (3, "q3")] {
         m.bind(&f, stage, request).unwrap();
     }
-    let before = m.snapshot(&f.session).unwrap();
+    let before = m.inspect(&f.session).unwrap();
     clock.advance(Duration::from_secs(1));
     // Bindings full; a different epoch would also have reset the cursor.
     assert_eq!(
@@ -355,7 +356,7 @@ fn failed_operations_change_nothing() {
         kind_of(m.touch(&fence("call", 9), Activity::Heartbeat)),
         ErrorKind::FenceMismatch
     );
-    assert_eq!(m.snapshot(&f.session).unwrap(), before);
+    assert_eq!(m.inspect(&f.session).unwrap(), before);
 }
 
 #[test]
@@ -403,7 +404,7 @@ fn a_reused_slot_starts_a_fresh_session() {
     // The next open takes the freed slot; nothing of `a` is visible in it.
     let b = fence("b", 7);
     m.open(b.clone(), OpenOptions::default()).unwrap();
-    let snap = m.snapshot(&b.session).unwrap();
+    let snap = m.inspect(&b.session).unwrap();
     assert_eq!(
         (snap.fence, snap.input_seq, snap.lease_generation),
         (b.clone(), 0, 0)

@@ -32,9 +32,9 @@ fn images() -> Vec<Vec<u8>> {
     .unwrap();
     let mut buf = [0u8; Session::<Open>::SNAPSHOT_MAX];
     let mut out = vec![s.snapshot(&mut buf).unwrap().to_vec()];
-    let s = s.detach(&f, Instant::from_millis(20)).unwrap();
+    s.detach(&f, Instant::from_millis(20)).unwrap();
     out.push(s.snapshot(&mut buf).unwrap().to_vec());
-    let s = s.begin_close(&f, CloseReason::ClientClose).unwrap();
+    s.begin_close(&f, CloseReason::ClientClose).unwrap();
     out.push(s.snapshot(&mut buf).unwrap().to_vec());
     out
 }

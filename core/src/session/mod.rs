@@ -16,6 +16,7 @@
 pub(crate) mod any;
 mod attached;
 mod closing;
+pub(crate) mod expiry;
 mod live;
 #[cfg(feature = "serde")]
 pub(crate) mod snapshot;
@@ -440,6 +441,36 @@ impl<
     /// ```
     pub fn lease_generation(&self) -> u64 {
         self.lease.generation
+    }
+
+    /// Checks that the lease is still at `generation`, the one a connection
+    /// was handed when it opened or resumed the session: a host whose
+    /// connections can race a takeover checks it, under the same lock,
+    /// before it acts for a connection, so a superseded connection never
+    /// detaches, closes or feeds its successor's session.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GenerationMismatch`] if a newer connection holds the lease.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.check_generation(0)?;
+    /// let (s, _) = s.resume(&f, 0, Instant::ZERO)?; // a second connection takes over
+    /// assert_eq!(s.check_generation(0).unwrap_err(), Error::GenerationMismatch { expected: 1, actual: 0 });
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn check_generation(&self, generation: u64) -> Result<(), Error> {
+        if self.lease.generation == generation {
+            Ok(())
+        } else {
+            Err(Error::GenerationMismatch {
+                expected: self.lease.generation,
+                actual: generation,
+            })
+        }
     }
 
     /// The state marker with its per-state data.

@@ -3,12 +3,17 @@
 //! under a new incarnation, so messages still addressed to the old owner
 //! are refused there (the fence is the fencing token).
 
+// A refused import hands the session back by value inside `NotImported`:
+// the caller keeps it (to retry, or to put it back where it came from), so
+// boxing it would only allocate.
+#![allow(clippy::result_large_err)]
+
 use std::convert::Infallible;
 
 use duplex_core::profile::conformance::ID_LEN;
-use duplex_core::{AnySession, Clock, Fence};
+use duplex_core::{AnySession, Clock, Fence, Id};
 
-use super::{id, SessionManager};
+use super::SessionManager;
 use crate::error::Error;
 use crate::metrics;
 
@@ -72,7 +77,7 @@ impl<
         &mut self,
         session: impl AsRef<str>,
     ) -> Result<AnySession<SC, RC, R, B, D, A, L, K>, Error<L>> {
-        let session = id(session.as_ref())?;
+        let session = Id::<L>::new(session.as_ref())?;
         let hash = self.table.hash(&session);
         let unknown = || Error::UnknownSession {
             session: session.clone(),
@@ -86,7 +91,7 @@ impl<
         tracing::debug!(%session, state = %out.kind(), "export");
         metrics::left(out.kind());
         self.table.remove(slot, hash);
-        self.timers.remove(slot);
+        self.deadlines.remove(slot);
         Ok(out)
     }
 
@@ -121,7 +126,7 @@ impl<
     /// // A late message for the old owner is refused; the request moved along.
     /// assert_eq!(new_host.append(&f, InputMode::TurnCommitOnly).unwrap_err().kind(), ErrorKind::FenceMismatch);
     /// assert_eq!(new_host.append(&moved, InputMode::TurnCommitOnly)?.seq, 1);
-    /// assert_eq!(new_host.snapshot(&moved.session).unwrap().bindings, [(0, Id::new("tts-1")?)]);
+    /// assert_eq!(new_host.inspect(&moved.session).unwrap().bindings, [(0, Id::new("tts-1")?)]);
     ///
     /// // Importing it again is refused, and the session comes back.
     /// let twin = new_host.export("call-7")?;
@@ -166,7 +171,7 @@ impl<
             Ok::<(), Infallible>(())
         });
         if grew {
-            self.timers.grow_to(self.table.slot_bound());
+            self.deadlines.grow_to(self.table.slot_bound());
         }
         metrics::entered(kind);
         self.reschedule(slot);

@@ -1,37 +1,33 @@
 //! [`SessionManager`]: the sessions of a std host, by id.
 //!
-//! Three rooms: `table` keeps the sessions (slab and id index), `timers`
-//! keeps the deadline index, `reaper` holds the close, expiry and cleanup
-//! policy. This file is the per-session façade: each operation finds the
-//! session and calls the same operation of [`AnySession`], which checks the
-//! lifecycle state.
+//! Four rooms: `table` keeps the sessions (slab and id index),
+//! `deadlines` keeps the deadline index, `closing` holds what leaves the
+//! manager (close, finalize, expiry, request cleanup), `operations` runs
+//! the per-session operations of [`Sessions`](crate::Sessions). This file
+//! opens sessions and lends them out.
 
-// Transitions hand the unchanged session back inside `Rejected`, by value:
-// it goes straight back into its slot, so boxing it would only allocate.
-#![allow(clippy::result_large_err)]
-
+mod closing;
+mod deadlines;
 mod migrate;
 mod operations;
-mod reaper;
 mod table;
-mod timers;
 
 use duplex_core::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
 use duplex_core::{
-    AnySession, Clock, ConfigField, Detached, Fence, Id, Instant, Open, OpenOptions, Rejected,
-    Session, StateKind,
+    AnySession, Clock, ConfigField, Detached, Fence, Id, Instant, Open, OpenOptions, Session,
+    StateKind,
 };
 
 use crate::error::Error;
 use crate::metrics;
-use crate::snapshot::Snapshot;
+use crate::view::SessionView;
+use deadlines::Deadlines;
 use table::Table;
-use timers::Timers;
 
+pub use closing::Released;
 pub use migrate::NotImported;
-pub use reaper::{Expiry, Released};
 
 /// Manager-wide settings.
 ///
@@ -74,7 +70,7 @@ pub struct ManagerConfig {
 ///
 /// ```
 /// use duplex_core::*;
-/// use duplex_std::{ManagerConfig, SessionManager};
+/// use duplex_std::{ManagerConfig, SessionManager, Sessions};
 ///
 /// let clock = ManualClock::new(Instant::ZERO);
 /// let config = ManagerConfig { max_sessions: Some(2), ..ManagerConfig::default() };
@@ -113,15 +109,10 @@ pub struct SessionManager<
     max_sessions: Option<usize>,
     completed_limit: usize,
     table: Table<SC, RC, R, B, D, A, L, K>,
-    timers: Timers,
+    deadlines: Deadlines,
     /// Scratch for the slots one `collect_expired` skips (kept to reuse its
     /// allocation).
     deferred: Vec<u32>,
-}
-
-/// A validated request or operation id.
-pub(super) fn id<const L: usize>(text: &str) -> Result<Id<L>, Error<L>> {
-    Ok(Id::new(text)?)
 }
 
 impl<C: Clock> SessionManager<C> {
@@ -200,7 +191,7 @@ impl<
             max_sessions: config.max_sessions,
             completed_limit,
             table: Table::new(),
-            timers: Timers::default(),
+            deadlines: Deadlines::default(),
             deferred: Vec::new(),
         })
     }
@@ -276,7 +267,7 @@ impl<
         self.table.get(self.table.find(session)?)
     }
 
-    /// Everything observable about a session, as owned values (allocates;
+    /// Everything observable about a session, as an owned view (allocates;
     /// for inspection and logs, not hot paths).
     ///
     /// ```
@@ -286,93 +277,12 @@ impl<
     /// let f = Fence::new(Id::new("s")?, 0);
     /// m.open(f.clone(), OpenOptions::default())?;
     /// m.bind(&f, 0, "req")?;
-    /// let snap = m.snapshot(&f.session).unwrap();
-    /// assert_eq!(snap.bindings, [(0, Id::new("req")?)]);
+    /// let view = m.inspect(&f.session).unwrap();
+    /// assert_eq!(view.bindings, [(0, Id::new("req")?)]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn snapshot(&self, session: &Id<L>) -> Option<Snapshot<L>> {
-        self.get(session).and_then(Snapshot::of)
-    }
-
-    pub(super) fn slot_of(&self, session: &Id<L>) -> Result<u32, Error<L>> {
-        self.table
-            .find(session)
-            .ok_or_else(|| Error::UnknownSession {
-                session: session.clone(),
-            })
-    }
-
-    /// Runs `op` on the session named `session`.
-    pub(super) fn with<T>(
-        &mut self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, Error<L>>,
-    ) -> Result<T, Error<L>> {
-        let slot = self.slot_of(session)?;
-        let result = match self.table.entry(slot).and_then(Option::as_mut) {
-            Some(s) => op(s),
-            None => Err(Error::UnknownSession {
-                session: session.clone(),
-            }),
-        };
-        if let Err(e) = &result {
-            metrics::refused(e.kind());
-        }
-        result
-    }
-
-    /// Runs `op` on the session named `session`, read-only.
-    pub(super) fn with_ref<'a, T>(
-        &'a self,
-        session: &Id<L>,
-        op: impl FnOnce(&'a AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, Error<L>>,
-    ) -> Result<T, Error<L>> {
-        let result = match self.get(session) {
-            Some(s) => op(s),
-            None => Err(Error::UnknownSession {
-                session: session.clone(),
-            }),
-        };
-        if let Err(e) = &result {
-            metrics::refused(e.kind());
-        }
-        result
-    }
-
-    /// Runs a state transition in place: `op` takes the session by value and
-    /// gives back the next one, or the unchanged one inside `Rejected`.
-    pub(super) fn transition<T>(
-        &mut self,
-        session: &Id<L>,
-        op: impl FnOnce(
-            AnySession<SC, RC, R, B, D, A, L, K>,
-        ) -> Result<
-            (AnySession<SC, RC, R, B, D, A, L, K>, T),
-            Rejected<AnySession<SC, RC, R, B, D, A, L, K>>,
-        >,
-    ) -> Result<T, Error<L>> {
-        let slot = self.slot_of(session)?;
-        let unknown = || Error::UnknownSession {
-            session: session.clone(),
-        };
-        let entry = self.table.entry(slot).ok_or_else(unknown)?;
-        let current = entry.take().ok_or_else(unknown)?;
-        let from = current.kind();
-        let (next, result): (_, Result<T, Error<L>>) = match op(current) {
-            Ok((next, out)) => (next, Ok(out)),
-            Err(rejected) => (rejected.session, Err(rejected.error.into())),
-        };
-        let to = next.kind();
-        *entry = Some(next);
-        if from != to {
-            tracing::debug!(%session, "state={from}=>{to}");
-            metrics::moved(from, to);
-        }
-        if let Err(e) = &result {
-            metrics::refused(e.kind());
-        }
-        self.reschedule(slot);
-        result
+    pub fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
+        self.get(session).and_then(SessionView::of)
     }
 
     /// Opens a session. The manager's completed-append limit applies.
@@ -410,17 +320,17 @@ impl<
         let options = options.completed_limit(self.completed_limit);
         let now = self.clock.now();
         let (slot, grew) = self.table.insert(hash, |entry| {
-            if let Some(AnySession::Open(s)) = entry {
+            if let Some(s) = entry.as_mut().and_then(AnySession::as_open_mut) {
                 // A reused slot whose last session was open: in place.
                 s.recycle(fence, options, now)?;
             } else {
                 let session = Session::open_with_capacities(fence, options, now)?;
-                *entry = Some(AnySession::Open(session));
+                *entry = Some(AnySession::from(session));
             }
             Ok::<(), Error<L>>(())
         })?;
         if grew {
-            self.timers.grow_to(self.table.slot_bound());
+            self.deadlines.grow_to(self.table.slot_bound());
         }
         metrics::entered(StateKind::Open);
         self.reschedule(slot);

@@ -25,7 +25,7 @@ use duplex_core::{AnySession, Clock, Detached, Fence, Id, Instant, Open, OpenOpt
 
 use crate::error::Error;
 use crate::manager::{ManagerConfig, SessionManager};
-use crate::snapshot::Snapshot;
+use crate::view::SessionView;
 use reaper::Wake;
 
 pub use permit::AdmissionPermit;
@@ -84,7 +84,7 @@ type Shard<
 /// use std::sync::Arc;
 /// use std::thread;
 /// use duplex_core::*;
-/// use duplex_std::{ManagerConfig, MonotonicClock, SharedManager};
+/// use duplex_std::{ManagerConfig, MonotonicClock, SharedManager, Sessions};
 ///
 /// let config = ManagerConfig { max_sessions: Some(1_000), ..ManagerConfig::default() };
 /// let manager = Arc::new(SharedManager::new(MonotonicClock::new(), config)?);
@@ -460,7 +460,7 @@ impl<
     }
 
     /// Everything observable about a session, as owned values. See
-    /// [`SessionManager::snapshot`](crate::SessionManager::snapshot).
+    /// [`SessionManager::inspect`](crate::SessionManager::inspect).
     ///
     /// ```
     /// # use duplex_core::*;
@@ -468,12 +468,12 @@ impl<
     /// let m = SharedManager::new(ManualClock::default(), ManagerConfig::default())?;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// m.open(f.clone(), OpenOptions::default())?;
-    /// assert_eq!(m.snapshot(&f.session).map(|s| s.state), Some(StateKind::Open));
-    /// assert!(m.snapshot(&Id::new("nobody")?).is_none());
+    /// assert_eq!(m.inspect(&f.session).map(|s| s.state), Some(StateKind::Open));
+    /// assert!(m.inspect(&Id::new("nobody")?).is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn snapshot(&self, session: &Id<L>) -> Option<Snapshot<L>> {
-        self.on(session, |m| m.snapshot(session))
+    pub fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
+        self.on(session, |m| m.inspect(session))
     }
 
     /// Reads the session with `f` while its shard is locked; `None` if

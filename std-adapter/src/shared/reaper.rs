@@ -20,7 +20,7 @@ use std::time::Duration;
 use duplex_core::{Clock, Instant};
 
 use super::{lock, SharedManager};
-use crate::manager::Expiry;
+use duplex_core::Expiry;
 
 /// What a reaper did, for tests and metrics.
 ///
@@ -154,7 +154,7 @@ impl<
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// use duplex_core::*;
-    /// use duplex_std::{ManagerConfig, MonotonicClock, SharedManager};
+    /// use duplex_std::{ManagerConfig, MonotonicClock, SharedManager, Sessions};
     ///
     /// let m = Arc::new(SharedManager::new(MonotonicClock::new(), ManagerConfig::default())?);
     /// let cleaned = Arc::new(Mutex::new(Vec::new()));
@@ -264,7 +264,7 @@ impl<
     /// ```
     /// use std::sync::Arc;
     /// use duplex_core::*;
-    /// use duplex_std::{ManagerConfig, SharedManager, TokioClock};
+    /// use duplex_std::{ManagerConfig, SharedManager, TokioClock, Sessions};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,7 +1,7 @@
 //! Reading trace fields and writing results: the JSON side of the runner.
 
 use duplex_core::{Appended, CloseReason, Fence, Id, InputMode, Instant};
-use duplex_std::Snapshot;
+use duplex_std::SessionView;
 use serde_json::{json, Map, Value};
 
 use super::ParseError;
@@ -98,7 +98,7 @@ pub(super) fn fence_json(f: &Fence) -> Value {
     })
 }
 
-pub(super) fn snapshot_json(s: &Snapshot) -> Value {
+pub(super) fn snapshot_json(s: &SessionView) -> Value {
     json!({
         "state": s.state.as_str(),
         "fence": fence_json(&s.fence),

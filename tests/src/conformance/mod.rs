@@ -12,7 +12,8 @@ use duplex_core::{
     Activity, Clock, Duration, ErrorKind, Fence, Finality, Id, Instant, LeaseConfig, ManualClock,
     Modes, OpenOptions, RequestIds, RequestState, Reservation, StateKind,
 };
-use duplex_std::{ManagerConfig, SessionManager, Snapshot};
+use duplex_std::Sessions as _;
+use duplex_std::{ManagerConfig, SessionManager, SessionView};
 use serde_json::{json, Map, Value};
 
 mod json;
@@ -99,140 +100,140 @@ impl Runner {
     /// that differs from [`PROFILE`].
     pub fn run(&mut self, op: &Map<String, Value>) -> Result<Option<Outcome>, ParseError> {
         let name = str_of(field(op, "op")?, "op")?;
-        let outcome = match name {
-            "comment" => return Ok(None),
-            "profile" => {
-                for (key, want) in PROFILE {
-                    let got = u64_of(field(op, key)?, key)?;
-                    if usize::try_from(got).ok() != Some(want) {
-                        return Err(bad(format!(
-                            "profile mismatch: trace has {key} = {got}, this build has {want}"
-                        )));
+        let outcome =
+            match name {
+                "comment" => return Ok(None),
+                "profile" => {
+                    for (key, want) in PROFILE {
+                        let got = u64_of(field(op, key)?, key)?;
+                        if usize::try_from(got).ok() != Some(want) {
+                            return Err(bad(format!(
+                                "profile mismatch: trace has {key} = {got}, this build has {want}"
+                            )));
+                        }
+                    }
+                    return Ok(None);
+                }
+                "manager" => self.op_manager(op)?,
+                "advance" => {
+                    self.clock
+                        .0
+                        .advance(Duration::from_millis(u64_of(field(op, "ms")?, "ms")?));
+                    Ok(Value::Null)
+                }
+                "open" => self.op_open(op)?,
+                "close" => {
+                    let reason = reason_of(op)?;
+                    match fence_of(field(op, "fence")?)? {
+                        None => Ok(json!({"closed": false, "ids": []})),
+                        Some(f) => match self.manager.close(&f, reason) {
+                            Ok(None) => Ok(json!({"closed": false, "ids": []})),
+                            Ok(Some(ids)) => Ok(json!({"closed": true, "ids": ids_json(&ids)})),
+                            Err(e) => Err(e.kind()),
+                        },
                     }
                 }
-                return Ok(None);
-            }
-            "manager" => self.op_manager(op)?,
-            "advance" => {
-                self.clock
-                    .0
-                    .advance(Duration::from_millis(u64_of(field(op, "ms")?, "ms")?));
-                Ok(Value::Null)
-            }
-            "open" => self.op_open(op)?,
-            "close" => {
-                let reason = reason_of(op)?;
-                match fence_of(field(op, "fence")?)? {
-                    None => Ok(json!({"closed": false, "ids": []})),
-                    Some(f) => match self.manager.close(&f, reason) {
-                        Ok(None) => Ok(json!({"closed": false, "ids": []})),
-                        Ok(Some(ids)) => Ok(json!({"closed": true, "ids": ids_json(&ids)})),
-                        Err(e) => Err(e.kind()),
-                    },
+                "commit_append" => {
+                    let handle = str_of(field(op, "handle")?, "handle")?;
+                    let r = self
+                        .handles
+                        .get(handle)
+                        .ok_or_else(|| bad(format!("unknown handle {handle:?}")))?;
+                    self.manager
+                        .commit_append(r)
+                        .map(appended_json)
+                        .map_err(|e| e.kind())
                 }
-            }
-            "commit_append" => {
-                let handle = str_of(field(op, "handle")?, "handle")?;
-                let r = self
-                    .handles
-                    .get(handle)
-                    .ok_or_else(|| bad(format!("unknown handle {handle:?}")))?;
-                self.manager
-                    .commit_append(r)
-                    .map(appended_json)
-                    .map_err(|e| e.kind())
-            }
-            "collect_expired" => {
-                let excluded: Vec<Id> = match op.get("excluded") {
-                    None => Vec::new(),
-                    Some(v) => strings(v, "excluded")?
+                "collect_expired" => {
+                    let excluded: Vec<Id> = match op.get("excluded") {
+                        None => Vec::new(),
+                        Some(v) => strings(v, "excluded")?
+                            .into_iter()
+                            .filter_map(|s| Id::new(s).ok())
+                            .collect(),
+                    };
+                    let mut records: Vec<Value> = self
+                        .manager
+                        .collect_expired(&excluded)
+                        .iter()
+                        .map(|e| {
+                            json!({
+                                "session": e.session.as_str(),
+                                "reason": e.reason.as_str(),
+                                "lease_generation": e.lease_generation,
+                                "fence": fence_json(&e.fence),
+                                "submitted": ids_json(&e.submitted),
+                                "reserved": ids_json(&e.reserved),
+                            })
+                        })
+                        .collect();
+                    records.sort_by(|a, b| a["session"].as_str().cmp(&b["session"].as_str()));
+                    Ok(json!({ "expired": records }))
+                }
+                "close_for_requests" => {
+                    let ids = strings(field(op, "request_ids")?, "request_ids")?;
+                    let closing: Map<String, Value> = self
+                        .manager
+                        .close_for_requests(&ids)
+                        .iter()
+                        .map(|r| (r.session.as_str().to_owned(), ids_json(&r.ids)))
+                        .collect();
+                    Ok(json!({ "closing": closing }))
+                }
+                "finalize_closed" => {
+                    let ids: Vec<Id> = strings(field(op, "sessions")?, "sessions")?
                         .into_iter()
                         .filter_map(|s| Id::new(s).ok())
-                        .collect(),
-                };
-                let mut records: Vec<Value> = self
-                    .manager
-                    .collect_expired(&excluded)
-                    .iter()
-                    .map(|e| {
-                        json!({
-                            "session": e.session.as_str(),
-                            "reason": e.reason.as_str(),
-                            "lease_generation": e.lease_generation,
-                            "fence": fence_json(&e.fence),
-                            "submitted": ids_json(&e.submitted),
-                            "reserved": ids_json(&e.reserved),
-                        })
-                    })
-                    .collect();
-                records.sort_by(|a, b| a["session"].as_str().cmp(&b["session"].as_str()));
-                Ok(json!({ "expired": records }))
-            }
-            "close_for_requests" => {
-                let ids = strings(field(op, "request_ids")?, "request_ids")?;
-                let closing: Map<String, Value> = self
-                    .manager
-                    .close_for_requests(&ids)
-                    .iter()
-                    .map(|r| (r.session.as_str().to_owned(), ids_json(&r.ids)))
-                    .collect();
-                Ok(json!({ "closing": closing }))
-            }
-            "finalize_closed" => {
-                let ids: Vec<Id> = strings(field(op, "sessions")?, "sessions")?
-                    .into_iter()
-                    .filter_map(|s| Id::new(s).ok())
-                    .collect();
-                let mut done: Vec<&str> = Vec::new();
-                let finalized = self.manager.finalize_closed(&ids);
-                done.extend(finalized.iter().map(|r| r.session.as_str()));
-                done.sort_unstable();
-                Ok(json!({ "finalized": done }))
-            }
-            "inspect" => {
-                match session_of(field(op, "session")?)?.and_then(|s| self.manager.get(&s)) {
-                    None => Ok(json!({"absent": true})),
-                    Some(s) => {
-                        Ok(Snapshot::of(s).map_or(json!({"absent": true}), |v| snapshot_json(&v)))
+                        .collect();
+                    let mut done: Vec<&str> = Vec::new();
+                    let finalized = self.manager.finalize_closed(&ids);
+                    done.extend(finalized.iter().map(|r| r.session.as_str()));
+                    done.sort_unstable();
+                    Ok(json!({ "finalized": done }))
+                }
+                "inspect" => {
+                    match session_of(field(op, "session")?)?.and_then(|s| self.manager.get(&s)) {
+                        None => Ok(json!({"absent": true})),
+                        Some(s) => Ok(SessionView::of(s)
+                            .map_or(json!({"absent": true}), |v| snapshot_json(&v))),
                     }
                 }
-            }
-            "sessions" => {
-                let mut ids: Vec<&str> = self.manager.session_ids().map(Id::as_str).collect();
-                ids.sort_unstable();
-                Ok(json!({ "sessions": ids }))
-            }
-            "stage_ids" | "resource_ids" | "release" | "finalize" | "replace_configs" => {
-                match session_of(field(op, "session")?)? {
-                    None => UNKNOWN,
-                    Some(session) => self.by_session(name, &session, op)?,
+                "sessions" => {
+                    let mut ids: Vec<&str> = self.manager.session_ids().map(Id::as_str).collect();
+                    ids.sort_unstable();
+                    Ok(json!({ "sessions": ids }))
                 }
-            }
-            "cancel" => match fence_of(field(op, "cancelled")?)? {
-                None => UNKNOWN,
-                Some(cancelled) => match fence_of(field(op, "next")?)? {
-                    Some(next) => self
-                        .manager
-                        .cancel(&cancelled, &next)
-                        .map(|ids| json!({"ids": ids_json(&ids)}))
-                        .map_err(|e| e.kind()),
-                    // An unnameable next session can never match.
-                    None => match self.manager.get(&cancelled.session) {
+                "stage_ids" | "resource_ids" | "release" | "finalize" | "replace_configs" => {
+                    match session_of(field(op, "session")?)? {
                         None => UNKNOWN,
-                        Some(s) if s.kind() == StateKind::Closing => Err(ErrorKind::WrongState),
-                        Some(_) => Err(ErrorKind::FenceMismatch),
+                        Some(session) => self.by_session(name, &session, op)?,
+                    }
+                }
+                "cancel" => match fence_of(field(op, "cancelled")?)? {
+                    None => UNKNOWN,
+                    Some(cancelled) => match fence_of(field(op, "next")?)? {
+                        Some(next) => self
+                            .manager
+                            .cancel(&cancelled, &next)
+                            .map(|ids| json!({"ids": ids_json(&ids)}))
+                            .map_err(|e| e.kind()),
+                        // An unnameable next session can never match.
+                        None => match self.manager.get(&cancelled.session) {
+                            None => UNKNOWN,
+                            Some(s) if s.kind() == StateKind::Closing => Err(ErrorKind::WrongState),
+                            Some(_) => Err(ErrorKind::FenceMismatch),
+                        },
                     },
                 },
-            },
-            _ => match fence_of(field(op, "fence")?)? {
-                None => {
-                    // Still reject unknown ops and malformed fields.
-                    Self::check_known(name)?;
-                    UNKNOWN
-                }
-                Some(fence) => self.by_fence(name, &fence, op)?,
-            },
-        };
+                _ => match fence_of(field(op, "fence")?)? {
+                    None => {
+                        // Still reject unknown ops and malformed fields.
+                        Self::check_known(name)?;
+                        UNKNOWN
+                    }
+                    Some(fence) => self.by_fence(name, &fence, op)?,
+                },
+            };
         Ok(Some(outcome))
     }
 
@@ -440,7 +441,7 @@ impl Runner {
                     mode,
                     finality,
                 )
-                .map(|r| json!({"results": r}))
+                .map(|r| json!({"results": r.as_deref()}))
                 .map_err(|e| e.kind())
             }
             "record_completed" => {

@@ -27,7 +27,8 @@ use duplex_core::{
     Activity, CloseReason, Duration, Fence, Finality, Id, InputMode, Instant, LeaseConfig,
     ManualClock, OpenOptions, Reservation, StateKind,
 };
-use duplex_std::{ManagerConfig, SessionManager, Snapshot};
+use duplex_std::Sessions as _;
+use duplex_std::{ManagerConfig, SessionManager, SessionView};
 
 /// The session ids the model uses.
 pub const SESSIONS: [&str; 3] = ["a", "b", "c"];
@@ -63,7 +64,7 @@ impl Rel {
     };
 }
 
-/// One manager operation. Sessions are indices into [`SESSIONS`] (taken
+/// One manager operation. Views are indices into [`SESSIONS`] (taken
 /// modulo its length); other ids are free text, so any length reaches the
 /// manager.
 #[allow(missing_docs)]
@@ -198,7 +199,7 @@ pub enum Op {
 }
 
 type Manager<'c> = SessionManager<&'c ManualClock, u8, u8>;
-type Sessions = BTreeMap<String, Snapshot>;
+type Views = BTreeMap<String, SessionView>;
 /// Request ids released, per session.
 type Released = BTreeMap<String, BTreeSet<String>>;
 
@@ -253,13 +254,13 @@ impl Harness<'_> {
         }
     }
 
-    fn sessions(&self) -> Sessions {
+    fn sessions(&self) -> Views {
         self.m
             .session_ids()
             .map(|s| {
                 (
                     s.to_string(),
-                    self.m.snapshot(s).expect("listed sessions are unfinished"),
+                    self.m.inspect(s).expect("listed sessions are unfinished"),
                 )
             })
             .collect()
@@ -449,7 +450,7 @@ impl Harness<'_> {
 }
 
 /// Request ids whose `(stage, request)` resources left each session.
-fn vanished(before: &Sessions, after: &Sessions) -> Released {
+fn vanished(before: &Views, after: &Views) -> Released {
     let mut out = Released::new();
     for (s, b) in before {
         let kept: BTreeSet<(u32, &Id)> = after
@@ -474,8 +475,8 @@ fn not_behind(before: &Fence, after: &Fence) -> bool {
 
 fn check_step(
     op: &Op,
-    before: &Sessions,
-    after: &Sessions,
+    before: &Views,
+    after: &Views,
     outcome: &Result<Released, duplex_std::Error>,
 ) -> Result<(), String> {
     ensure!(

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use duplex_core::profile::conformance;
-use duplex_core::{AnySession, CloseReason};
-use duplex_std::Snapshot;
+use duplex_core::{AnySession, CloseReason, StateKind};
+use duplex_std::SessionView;
 
 /// The checks a restored session passes (the `restore` fuzz target's):
 /// `first` and `again` (restored from `first`'s own image) show the same
@@ -18,7 +18,7 @@ use duplex_std::Snapshot;
 ///
 /// The first broken invariant, in words.
 pub fn check_restored(first: &AnySession, again: AnySession) -> Result<(), String> {
-    let (a, b) = (Snapshot::of(first), Snapshot::of(&again));
+    let (a, b) = (SessionView::of(first), SessionView::of(&again));
     ensure!(
         a == b,
         "the image of a restored session restores differently: {a:?} vs {b:?}"
@@ -52,7 +52,7 @@ pub fn check_restored(first: &AnySession, again: AnySession) -> Result<(), Strin
     let held: BTreeSet<String> = s.resources.iter().map(|(_, r, _)| r.to_string()).collect();
     let fence = s.fence.clone();
     let mut session = again;
-    if let AnySession::Open(open) = &mut session {
+    if let Some(open) = session.as_open_mut() {
         if let Some(mode) = open.modes().iter().next() {
             let appended = open
                 .append(&fence, mode)
@@ -64,20 +64,14 @@ pub fn check_restored(first: &AnySession, again: AnySession) -> Result<(), Strin
             );
         }
     }
-    let released = match session {
-        AnySession::Open(_) | AnySession::Detached(_) => {
-            let (_, ids) = session
-                .close(&fence, CloseReason::ExplicitClose)
-                .map_err(|r| format!("its own fence could not close it: {}", r.error))?;
-            ids
-        }
-        AnySession::Closing(_) => {
-            let (_, ids) = session
-                .finalize()
-                .map_err(|r| format!("finalize refused: {}", r.error))?;
-            ids
-        }
-        AnySession::Closed(_) => return Ok(()),
+    let released = match session.kind() {
+        StateKind::Open | StateKind::Detached => session
+            .close(&fence, CloseReason::ExplicitClose)
+            .map_err(|e| format!("its own fence could not close it: {e}"))?,
+        StateKind::Closing => session
+            .finalize()
+            .map_err(|e| format!("finalize refused: {e}"))?,
+        StateKind::Closed => return Ok(()),
     };
     let got: Vec<String> = released.iter().map(ToString::to_string).collect();
     let unique: BTreeSet<String> = got.iter().cloned().collect();

@@ -43,8 +43,10 @@ fn main() -> Result<(), Error> {
     let mut any = AnySession::from(Session::open(Fence::new(Id::new("t")?, 0), OpenOptions::default(), Instant::ZERO)?);
     let g = any.fence().clone();
     any.append(&g, InputMode::TurnCommitOnly)?;
-    let any = any.detach(&g, Instant::ZERO)?;
-    let (any, _released) = any.begin_close(&g, CloseReason::ClientClose)?.finalize()?;
+    any.detach(&g, Instant::ZERO)?;
+    any.check_generation(0)?;
+    any.begin_close(&g, CloseReason::ClientClose)?;
+    let _released = any.finalize()?;
     assert_eq!(any.kind(), StateKind::Closed);
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! The dynamic API of [`AnySession`]: every operation of the typed API,
 //! checked against the current state at run time. An operation the state
-//! does not permit returns [`Error::WrongState`] and changes nothing;
-//! transitions take the session by value and hand it back inside
-//! [`Rejected`] when refused.
+//! does not permit returns [`Error::WrongState`] and changes nothing.
+//! Transitions, too, change the session where it sits; a refused one
+//! leaves it as it was.
 
-use super::AnySession;
+use super::{AnySession, Typed};
 use crate::append::{Appended, Finality, Reservation};
 use crate::error::{Error, Rejected};
 use crate::fence::Fence;
@@ -12,6 +12,7 @@ use crate::id::Id;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
 use crate::requests::{RequestIds, RequestState};
+use crate::session::expiry::Expiry;
 use crate::time::Instant;
 
 /// Runs `$body` on a live session (Open or Detached), or fails with
@@ -19,8 +20,8 @@ use crate::time::Instant;
 macro_rules! live {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            AnySession::Open($s) => $body,
-            AnySession::Detached($s) => $body,
+            Typed::Open($s) => $body,
+            Typed::Detached($s) => $body,
             other => Err(Error::WrongState {
                 operation: $op,
                 state: other.kind(),
@@ -34,10 +35,10 @@ macro_rules! live {
 macro_rules! unfinished {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            AnySession::Open($s) => $body,
-            AnySession::Detached($s) => $body,
-            AnySession::Closing($s) => $body,
-            other @ AnySession::Closed(_) => Err(Error::WrongState {
+            Typed::Open($s) => $body,
+            Typed::Detached($s) => $body,
+            Typed::Closing($s) => $body,
+            other @ (Typed::Closed(_) | Typed::Vacant(_)) => Err(Error::WrongState {
                 operation: $op,
                 state: other.kind(),
             }),
@@ -49,7 +50,7 @@ macro_rules! unfinished {
 macro_rules! open {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            AnySession::Open($s) => $body,
+            Typed::Open($s) => $body,
             other => Err(Error::WrongState {
                 operation: $op,
                 state: other.kind(),
@@ -79,10 +80,10 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn deadline(&self) -> Option<Instant> {
-        match self {
-            AnySession::Open(s) => s.deadline(),
-            AnySession::Detached(s) => s.deadline(),
-            AnySession::Closing(_) | AnySession::Closed(_) => None,
+        match &self.typed {
+            Typed::Open(s) => s.deadline(),
+            Typed::Detached(s) => s.deadline(),
+            _ => None,
         }
     }
 
@@ -95,10 +96,10 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn due(&self, now: Instant) -> Option<CloseReason> {
-        match self {
-            AnySession::Open(s) => s.due(now),
-            AnySession::Detached(s) => s.due(now),
-            AnySession::Closing(_) | AnySession::Closed(_) => None,
+        match &self.typed {
+            Typed::Open(s) => s.due(now),
+            Typed::Detached(s) => s.due(now),
+            _ => None,
         }
     }
 
@@ -121,25 +122,22 @@ impl<
         activity: Activity,
         now: Instant,
     ) -> Result<(), Error> {
-        live!(self, "touch", s => s.touch(fence, activity, now))
+        live!(&mut self.typed, "touch", s => s.touch(fence, activity, now))
     }
 
     /// The client went away (Open → Detached).
     ///
     /// # Errors
     ///
-    /// The unchanged session with [`Error::WrongState`] or
-    /// [`Error::FenceMismatch`].
+    /// [`Error::WrongState`] or [`Error::FenceMismatch`]; the session is
+    /// unchanged.
     ///
     /// See the type-level example.
-    pub fn detach(self, fence: &Fence<L>, now: Instant) -> Result<Self, Rejected<Self>> {
-        match self {
-            AnySession::Open(s) => s
-                .detach(fence, now)
-                .map(AnySession::Detached)
-                .map_err(|r| r.map(AnySession::Open)),
-            other => Err(other.wrong_state("detach")),
-        }
+    pub fn detach(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error> {
+        self.transition(|typed| match typed {
+            Typed::Open(s) => settle(s.detach(fence, now).map(|d| (d, ())), Typed::Open),
+            other => refuse(other, "detach"),
+        })
     }
 
     /// Resume or takeover (Open, Detached → Open); returns the new lease
@@ -147,26 +145,23 @@ impl<
     ///
     /// # Errors
     ///
-    /// The unchanged session with [`Error::WrongState`],
-    /// [`Error::FenceMismatch`] or [`Error::GenerationMismatch`].
+    /// [`Error::WrongState`], [`Error::FenceMismatch`] or
+    /// [`Error::GenerationMismatch`]; the session is unchanged.
     ///
     /// See the type-level example.
     pub fn resume(
-        self,
+        &mut self,
         fence: &Fence<L>,
         expected_generation: u64,
         now: Instant,
-    ) -> Result<(Self, u64), Rejected<Self>> {
-        let resumed = match self {
-            AnySession::Open(s) => s
-                .resume(fence, expected_generation, now)
-                .map_err(|r| r.map(AnySession::Open)),
-            AnySession::Detached(s) => s
-                .resume(fence, expected_generation, now)
-                .map_err(|r| r.map(AnySession::Detached)),
-            other => return Err(other.wrong_state("resume")),
-        };
-        resumed.map(|(s, generation)| (AnySession::Open(s), generation))
+    ) -> Result<u64, Error> {
+        self.transition(|typed| match typed {
+            Typed::Open(s) => settle(s.resume(fence, expected_generation, now), Typed::Open),
+            Typed::Detached(s) => {
+                settle(s.resume(fence, expected_generation, now), Typed::Detached)
+            }
+            other => refuse(other, "resume"),
+        })
     }
 
     /// Starts a lease operation (Open).
@@ -189,7 +184,7 @@ impl<
         op: &Id<L>,
         now: Instant,
     ) -> Result<(), Error> {
-        open!(self, "begin_operation", s => s.begin_operation(fence, op, now))
+        open!(&mut self.typed, "begin_operation", s => s.begin_operation(fence, op, now))
     }
 
     /// Ends a lease operation (Open, Detached).
@@ -205,7 +200,7 @@ impl<
         op: &Id<L>,
         now: Instant,
     ) -> Result<(), Error> {
-        live!(self, "end_operation", s => s.end_operation(fence, op, now))
+        live!(&mut self.typed, "end_operation", s => s.end_operation(fence, op, now))
     }
 
     /// Phase one of an append (Open).
@@ -227,7 +222,7 @@ impl<
         fence: &Fence<L>,
         mode: InputMode,
     ) -> Result<Reservation<L>, Error> {
-        open!(self, "prepare_append", s => s.prepare_append(fence, mode))
+        open!(&self.typed, "prepare_append", s => s.prepare_append(fence, mode))
     }
 
     /// Appends input (Open).
@@ -238,7 +233,7 @@ impl<
     ///
     /// See the type-level example.
     pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
-        open!(self, "append", s => s.append(fence, mode))
+        open!(&mut self.typed, "append", s => s.append(fence, mode))
     }
 
     /// Phase two of an append (Open, Detached).
@@ -249,7 +244,7 @@ impl<
     ///
     /// See [`prepare_append`](Self::prepare_append).
     pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error> {
-        live!(self, "commit_append", s => s.commit_append(reservation))
+        live!(&mut self.typed, "commit_append", s => s.commit_append(reservation))
     }
 
     /// Looks up a completed append (Open, Detached).
@@ -274,7 +269,7 @@ impl<
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
-        live!(self, "completed", s => s.completed(fence, op, mode, finality))
+        live!(&self.typed, "completed", s => s.completed(fence, op, mode, finality))
     }
 
     /// Records a completed append (Open, Detached).
@@ -292,7 +287,7 @@ impl<
         finality: Finality,
         results: &[i64],
     ) -> Result<(), Error> {
-        live!(self, "record_completed", s => s.record_completed(fence, op, mode, finality, results))
+        live!(&mut self.typed, "record_completed", s => s.record_completed(fence, op, mode, finality, results))
     }
 
     /// Reserves a stage request (Open, Detached).
@@ -310,7 +305,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
-        live!(self, "reserve", s => s.reserve(fence, stage, request))
+        live!(&mut self.typed, "reserve", s => s.reserve(fence, stage, request))
     }
 
     /// Binds a stage request (Open, Detached).
@@ -328,7 +323,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
-        live!(self, "bind", s => s.bind(fence, stage, request))
+        live!(&mut self.typed, "bind", s => s.bind(fence, stage, request))
     }
 
     /// Validates and accepts a fence (Open, Detached).
@@ -346,7 +341,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error> {
-        live!(self, "accept_fence", s => s.accept_fence(fence))
+        live!(&mut self.typed, "accept_fence", s => s.accept_fence(fence))
     }
 
     /// Barge-in (Open, Detached): see [`Session::cancel`](crate::Session::cancel).
@@ -368,7 +363,7 @@ impl<
         cancelled: &Fence<L>,
         next: &Fence<L>,
     ) -> Result<RequestIds<L, R>, Error> {
-        live!(self, "cancel", s => s.cancel(cancelled, next))
+        live!(&mut self.typed, "cancel", s => s.cancel(cancelled, next))
     }
 
     /// Publishes new configurations (Open, Detached); returns the config
@@ -390,7 +385,7 @@ impl<
         session_config: Option<SC>,
         runtime_config: Option<RC>,
     ) -> Result<u64, Error> {
-        live!(self, "replace_configs", s => Ok(s.replace_configs(session_config, runtime_config)))
+        live!(&mut self.typed, "replace_configs", s => Ok(s.replace_configs(session_config, runtime_config)))
     }
 
     /// Request ids of the stage bindings (Open, Detached, Closing).
@@ -401,7 +396,7 @@ impl<
     ///
     /// See [`bind`](Self::bind).
     pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(self, "stage_request_ids", s => Ok(RequestIds::collect(s.stage_request_ids(fence))))
+        unfinished!(&self.typed, "stage_request_ids", s => Ok(RequestIds::collect(s.stage_request_ids(fence))))
     }
 
     /// Unique request ids of the resources (Open, Detached, Closing).
@@ -417,7 +412,7 @@ impl<
         fence: Option<&Fence<L>>,
         state: Option<RequestState>,
     ) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(self, "resource_request_ids", s => Ok(RequestIds::collect(s.resource_request_ids(fence, state))))
+        unfinished!(&self.typed, "resource_request_ids", s => Ok(RequestIds::collect(s.resource_request_ids(fence, state))))
     }
 
     /// Drops the bindings and resources whose request id satisfies
@@ -437,7 +432,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool) -> Result<(), Error> {
-        unfinished!(self, "release", s => { s.release_where(released); Ok(()) })
+        unfinished!(&mut self.typed, "release", s => { s.release_where(released); Ok(()) })
     }
 
     /// Returns and drops the requests held at exactly `fence` (Open,
@@ -456,60 +451,72 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_fence(&mut self, fence: &Fence<L>) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(self, "release_fence", s => Ok(s.release_fence(fence)))
+        unfinished!(&mut self.typed, "release_fence", s => Ok(s.release_fence(fence)))
     }
 
     /// Starts closing (Open, Detached → Closing; on Closing the fence is
-    /// accepted and the first reason kept).
+    /// accepted and the first reason kept). Closing bumps the lease
+    /// generation once and ends every lease operation; the requests stay,
+    /// for the engine to clean up, until [`finalize`](Self::finalize).
     ///
     /// # Errors
     ///
-    /// The unchanged session with [`Error::WrongState`] (closed) or
-    /// [`Error::FenceMismatch`].
+    /// [`Error::WrongState`] (closed) or [`Error::FenceMismatch`]; the
+    /// session is unchanged.
     ///
     /// See [`as_closing`](Self::as_closing).
-    pub fn begin_close(
-        self,
-        fence: &Fence<L>,
-        reason: CloseReason,
-    ) -> Result<Self, Rejected<Self>> {
-        let closing = match self {
-            AnySession::Open(s) => s
-                .begin_close(fence, reason)
-                .map_err(|r| r.map(AnySession::Open)),
-            AnySession::Detached(s) => s
-                .begin_close(fence, reason)
-                .map_err(|r| r.map(AnySession::Detached)),
-            AnySession::Closing(s) => s
-                .begin_close(fence, reason)
-                .map_err(|r| r.map(AnySession::Closing)),
-            other @ AnySession::Closed(_) => return Err(other.wrong_state("begin_close")),
-        };
-        closing.map(AnySession::Closing)
+    pub fn begin_close(&mut self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error> {
+        self.transition(|typed| match typed {
+            Typed::Open(s) => settle(s.begin_close(fence, reason).map(|c| (c, ())), Typed::Open),
+            Typed::Detached(s) => settle(
+                s.begin_close(fence, reason).map(|c| (c, ())),
+                Typed::Detached,
+            ),
+            Typed::Closing(s) => settle(
+                s.begin_close(fence, reason).map(|c| (c, ())),
+                Typed::Closing,
+            ),
+            other => refuse(other, "begin_close"),
+        })
     }
 
     /// Starts closing a live session whose lease is due at `now` (see
-    /// [`Session::expire`](crate::Session::expire)); returns the reason. Anything else comes back
-    /// unchanged.
+    /// [`Session::expire`](crate::Session::expire)) and returns what the
+    /// host must do about it: the [`Expiry`] record, with the requests to
+    /// cancel and to drop. `None` (and nothing changes) if the session is
+    /// not live or not due.
     ///
     /// ```
     /// # use duplex_core::*;
-    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
-    /// let s = s.expire(Instant::from_millis(1)).unwrap_err(); // not due
-    /// let (s, reason) = s.expire(Instant::from_millis(300_000)).unwrap();
-    /// assert_eq!((s.kind(), reason), (StateKind::Closing, CloseReason::IdleTtlExpired));
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&f, 0, &Id::new("tts")?)?;
+    /// assert!(s.expire(Instant::from_millis(1)).is_none()); // not due
+    /// let expiry = s.expire(Instant::from_millis(300_000)).unwrap();
+    /// assert_eq!((s.kind(), expiry.reason), (StateKind::Closing, CloseReason::IdleTtlExpired));
+    /// assert_eq!((expiry.lease_generation, expiry.submitted.len()), (1, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    #[allow(clippy::result_large_err)]
-    pub fn expire(self, now: Instant) -> Result<(Self, CloseReason), Self> {
-        let closing = match self {
-            AnySession::Open(s) => s.expire(now).map_err(AnySession::Open),
-            AnySession::Detached(s) => s.expire(now).map_err(AnySession::Detached),
-            other => return Err(other),
-        };
-        closing.map(|c| {
-            let reason = c.state().reason();
-            (AnySession::Closing(c), reason)
+    pub fn expire(&mut self, now: Instant) -> Option<Expiry<L, R>> {
+        self.due(now)?;
+        let submitted = self
+            .resource_request_ids(None, Some(RequestState::Submitted))
+            .ok()?;
+        let reserved = self
+            .resource_request_ids(None, Some(RequestState::Reserved))
+            .ok()?;
+        let reason = self.transition(|typed| match typed {
+            Typed::Open(s) => expired(s.expire(now), Typed::Open),
+            Typed::Detached(s) => expired(s.expire(now), Typed::Detached),
+            other => (other, None),
+        })?;
+        Some(Expiry {
+            session: self.id().clone(),
+            fence: self.fence().clone(),
+            lease_generation: self.lease_generation(),
+            reason,
+            submitted,
+            reserved,
         })
     }
 
@@ -518,49 +525,121 @@ impl<
     ///
     /// # Errors
     ///
-    /// The unchanged session with [`Error::WrongState`].
+    /// [`Error::WrongState`]; the session is unchanged.
     ///
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
     /// s.bind(&f, 0, &Id::new("r")?)?;
-    /// let s = s.finalize().unwrap_err().session; // still open
-    /// let (s, released) = s.begin_close(&f, CloseReason::ClientClose)?.finalize()?;
+    /// assert_eq!(s.finalize().unwrap_err().kind(), ErrorKind::WrongState); // still open
+    /// s.begin_close(&f, CloseReason::ClientClose)?;
+    /// let released = s.finalize()?;
     /// assert_eq!((s.kind(), released.len()), (StateKind::Closed, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn finalize(self) -> Result<(Self, RequestIds<L, R>), Rejected<Self>> {
-        match self {
-            AnySession::Closing(s) => {
+    pub fn finalize(&mut self) -> Result<RequestIds<L, R>, Error> {
+        self.transition(|typed| match typed {
+            Typed::Closing(s) => {
                 let (closed, ids) = s.finalize();
-                Ok((AnySession::Closed(closed), ids))
+                (Typed::Closed(closed), Ok(ids))
             }
-            other => Err(other.wrong_state("finalize")),
-        }
+            other => refuse(other, "finalize"),
+        })
     }
 
-    /// Closes a live session in one step (→ Closed) and returns every
-    /// request id it held, now released.
+    /// Closes a live session in one step (→ Closed): accepts `fence`, bumps
+    /// the lease generation, and returns every request id it held, now
+    /// released.
     ///
     /// # Errors
     ///
-    /// The unchanged session with [`Error::WrongState`] or
-    /// [`Error::FenceMismatch`].
+    /// [`Error::WrongState`] or [`Error::FenceMismatch`]; the session is
+    /// unchanged.
     ///
     /// See [`as_closed`](Self::as_closed).
     pub fn close(
-        self,
+        &mut self,
         fence: &Fence<L>,
         reason: CloseReason,
-    ) -> Result<(Self, RequestIds<L, R>), Rejected<Self>> {
-        let closed = match self {
-            AnySession::Open(s) => s.close(fence, reason).map_err(|r| r.map(AnySession::Open)),
-            AnySession::Detached(s) => s
-                .close(fence, reason)
-                .map_err(|r| r.map(AnySession::Detached)),
-            other => return Err(other.wrong_state("close")),
-        };
-        closed.map(|(s, ids)| (AnySession::Closed(s), ids))
+    ) -> Result<RequestIds<L, R>, Error> {
+        self.transition(|typed| match typed {
+            Typed::Open(s) => settle(s.close(fence, reason), Typed::Open),
+            Typed::Detached(s) => settle(s.close(fence, reason), Typed::Detached),
+            other => refuse(other, "close"),
+        })
+    }
+}
+
+/// The next state and the result of a typed transition, or the unchanged
+/// session (put back with `back`) and the refusal.
+fn settle<
+    S,
+    N,
+    T,
+    SC,
+    RC,
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+>(
+    result: Result<(N, T), Rejected<S>>,
+    back: impl FnOnce(S) -> Typed<SC, RC, R, B, D, A, L, K>,
+) -> (Typed<SC, RC, R, B, D, A, L, K>, Result<T, Error>)
+where
+    N: Into<Typed<SC, RC, R, B, D, A, L, K>>,
+{
+    match result {
+        Ok((next, out)) => (next.into(), Ok(out)),
+        Err(rejected) => (back(rejected.session), Err(rejected.error)),
+    }
+}
+
+/// The unchanged session and `wrong_state` for `operation`.
+fn refuse<
+    T,
+    SC,
+    RC,
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+>(
+    typed: Typed<SC, RC, R, B, D, A, L, K>,
+    operation: &'static str,
+) -> (Typed<SC, RC, R, B, D, A, L, K>, Result<T, Error>) {
+    let state = typed.kind();
+    (typed, Err(Error::WrongState { operation, state }))
+}
+
+/// The closing session and its reason, or the unchanged live one.
+fn expired<
+    S,
+    SC,
+    RC,
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+>(
+    result: Result<
+        crate::Session<crate::Closing, SC, RC, R, B, D, A, L, K>,
+        crate::Session<S, SC, RC, R, B, D, A, L, K>,
+    >,
+    back: impl FnOnce(crate::Session<S, SC, RC, R, B, D, A, L, K>) -> Typed<SC, RC, R, B, D, A, L, K>,
+) -> (Typed<SC, RC, R, B, D, A, L, K>, Option<CloseReason>) {
+    match result {
+        Ok(closing) => {
+            let reason = closing.state().reason();
+            (Typed::Closing(closing), Some(reason))
+        }
+        Err(live) => (back(live), None),
     }
 }

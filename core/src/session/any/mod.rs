@@ -11,7 +11,7 @@ mod dynamic;
 
 use super::state::{Closed, Closing, Detached, Open, StateKind};
 use super::Session;
-use crate::error::{Error, FenceRule, Rejected};
+use crate::error::{Error, FenceRule};
 use crate::fence::{Fence, Stamp};
 use crate::id::Id;
 use crate::profile::conformance::{
@@ -21,6 +21,12 @@ use crate::requests::RequestIds;
 use crate::time::Instant;
 
 /// A session in any of the four states (the rp-hal `DynPin` pattern).
+///
+/// Every operation, transitions included, works on the session where it
+/// sits (`&mut self`): a host keeps one `AnySession` per slot and never
+/// moves it to change its state. An operation the state does not permit,
+/// or that the session refuses, returns the error and leaves the session
+/// exactly as it was.
 ///
 /// # Examples
 ///
@@ -33,12 +39,11 @@ use crate::time::Instant;
 /// let mut session = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
 ///
 /// session.append(&f, InputMode::TurnCommitOnly)?;
-/// session = session.detach(&f, Instant::from_millis(10))?; // Wi-Fi dropped
+/// session.detach(&f, Instant::from_millis(10))?; // Wi-Fi dropped
 /// // Input is refused while detached; nothing changes.
 /// let refused = session.append(&f, InputMode::TurnCommitOnly).unwrap_err();
 /// assert_eq!(refused.kind(), ErrorKind::WrongState);
-/// let (resumed, generation) = session.resume(&f, 0, Instant::from_millis(20))?;
-/// session = resumed;
+/// let generation = session.resume(&f, 0, Instant::from_millis(20))?;
 /// assert_eq!((session.kind(), generation), (StateKind::Open, 1));
 ///
 /// // Typed access when the state is known.
@@ -49,7 +54,7 @@ use crate::time::Instant;
 /// ```
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AnySession<
+pub struct AnySession<
     SC = (),
     RC = (),
     const R: usize = { RESOURCES },
@@ -59,24 +64,43 @@ pub enum AnySession<
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
 > {
-    /// Client attached.
-    Open(Session<Open, SC, RC, R, B, D, A, L, K>),
-    /// Client gone, within grace.
-    Detached(Session<Detached, SC, RC, R, B, D, A, L, K>),
-    /// Irreversibly closing; resources kept for cleanup.
-    Closing(Session<Closing, SC, RC, R, B, D, A, L, K>),
-    /// Finalized.
-    Closed(Session<Closed, SC, RC, R, B, D, A, L, K>),
+    typed: Typed<SC, RC, R, B, D, A, L, K>,
 }
 
-/// Runs `$body` with `$s` bound to the typed session, whatever its state.
+/// The typed session inside an [`AnySession`].
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Typed<
+    SC,
+    RC,
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+> {
+    Open(Session<Open, SC, RC, R, B, D, A, L, K>),
+    Detached(Session<Detached, SC, RC, R, B, D, A, L, K>),
+    Closing(Session<Closing, SC, RC, R, B, D, A, L, K>),
+    Closed(Session<Closed, SC, RC, R, B, D, A, L, K>),
+    /// Only inside [`AnySession::transition`], between taking the session
+    /// out and putting the next one back; no transition panics (the
+    /// no-panic proof links every one), so no operation ever sees it. It
+    /// keeps a fence so that `fence()` has something to lend.
+    Vacant(Fence<L>),
+}
+
+/// Runs `$body` with `$s` bound to the typed session, whatever its state;
+/// `$vacant` for the never-seen vacant slot.
 macro_rules! each {
-    ($any:expr, $s:ident => $body:expr) => {
+    ($any:expr, $s:ident => $body:expr, vacant => $vacant:expr) => {
         match $any {
-            AnySession::Open($s) => $body,
-            AnySession::Detached($s) => $body,
-            AnySession::Closing($s) => $body,
-            AnySession::Closed($s) => $body,
+            Typed::Open($s) => $body,
+            Typed::Detached($s) => $body,
+            Typed::Closing($s) => $body,
+            Typed::Closed($s) => $body,
+            Typed::Vacant(_) => $vacant,
         }
     };
 }
@@ -92,15 +116,18 @@ impl<
         const K: usize,
     > AnySession<SC, RC, R, B, D, A, L, K>
 {
-    /// The session, refused with `wrong_state` for `operation`.
-    fn wrong_state(self, operation: &'static str) -> Rejected<Self> {
-        Rejected {
-            error: Error::WrongState {
-                operation,
-                state: self.kind(),
-            },
-            session: self,
-        }
+    /// The one place where an `AnySession` changes state: `step` takes the
+    /// typed session by value and returns the next one (or the same one,
+    /// refused). Hosts call the transitions; this moves nothing else.
+    fn transition<T>(
+        &mut self,
+        step: impl FnOnce(Typed<SC, RC, R, B, D, A, L, K>) -> (Typed<SC, RC, R, B, D, A, L, K>, T),
+    ) -> T {
+        let fence = Fence::new(Id::UNUSED, 0);
+        let current = core::mem::replace(&mut self.typed, Typed::Vacant(fence));
+        let (next, out) = step(current);
+        self.typed = next;
+        out
     }
 
     /// The state.
@@ -112,7 +139,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn kind(&self) -> StateKind {
-        each!(self, s => s.kind())
+        self.typed.kind()
     }
 
     /// The current fence.
@@ -125,7 +152,13 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn fence(&self) -> &Fence<L> {
-        each!(self, s => s.fence())
+        match &self.typed {
+            Typed::Open(s) => s.fence(),
+            Typed::Detached(s) => s.fence(),
+            Typed::Closing(s) => s.fence(),
+            Typed::Closed(s) => s.fence(),
+            Typed::Vacant(f) => f,
+        }
     }
 
     /// The session id.
@@ -137,10 +170,10 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn id(&self) -> &Id<L> {
-        each!(self, s => s.id())
+        &self.fence().session
     }
 
-    /// The lease generation.
+    /// The lease generation: +1 per resume and once on close.
     ///
     /// ```
     /// # use duplex_core::*;
@@ -149,7 +182,27 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn lease_generation(&self) -> u64 {
-        each!(self, s => s.lease_generation())
+        each!(&self.typed, s => s.lease_generation(), vacant => 0)
+    }
+
+    /// Checks that the lease is still at `generation` (see
+    /// [`Session::check_generation`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GenerationMismatch`] if a newer connection holds the lease.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.check_generation(0)?;
+    /// s.resume(&f, 0, Instant::ZERO)?; // a second connection takes over
+    /// assert_eq!(s.check_generation(0).unwrap_err().kind(), ErrorKind::GenerationMismatch);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn check_generation(&self, generation: u64) -> Result<(), Error> {
+        each!(&self.typed, s => s.check_generation(generation), vacant => Err(Error::GenerationMismatch { expected: 0, actual: generation }))
     }
 
     /// Hands the session to a new owner (another host's manager, or the
@@ -188,7 +241,7 @@ impl<
     /// ```
     pub fn migrate(&mut self, incarnation: u64, now: Instant) -> Result<&Fence<L>, Error> {
         let current = self.fence().stamp();
-        if let AnySession::Closed(_) = self {
+        if let Typed::Closed(_) | Typed::Vacant(_) = self.typed {
             return Err(Error::WrongState {
                 operation: "migrate",
                 state: StateKind::Closed,
@@ -204,15 +257,15 @@ impl<
                 },
             });
         }
-        match self {
-            AnySession::Open(s) => s.lease.last_activity = now,
-            AnySession::Detached(s) => {
+        match &mut self.typed {
+            Typed::Open(s) => s.lease.last_activity = now,
+            Typed::Detached(s) => {
                 s.lease.last_activity = now;
                 s.state = Detached::new(now);
             }
-            AnySession::Closing(_) | AnySession::Closed(_) => {}
+            Typed::Closing(_) | Typed::Closed(_) | Typed::Vacant(_) => {}
         }
-        let fence = each!(self, s => &mut s.fence);
+        let fence = each!(&mut self.typed, s => &mut s.fence, vacant => return Err(Error::WrongState { operation: "migrate", state: StateKind::Closed }));
         fence.incarnation = incarnation;
         Ok(fence)
     }
@@ -232,11 +285,11 @@ impl<
     /// ```
     #[inline]
     pub fn held_request_ids(&self, ids: &mut RequestIds<L, R>) {
-        match self {
-            AnySession::Open(s) => ids.refill(s.resource_request_ids(None, None)),
-            AnySession::Detached(s) => ids.refill(s.resource_request_ids(None, None)),
-            AnySession::Closing(s) => ids.refill(s.resource_request_ids(None, None)),
-            AnySession::Closed(_) => ids.refill(core::iter::empty()),
+        match &self.typed {
+            Typed::Open(s) => ids.refill(s.resource_request_ids(None, None)),
+            Typed::Detached(s) => ids.refill(s.resource_request_ids(None, None)),
+            Typed::Closing(s) => ids.refill(s.resource_request_ids(None, None)),
+            Typed::Closed(_) | Typed::Vacant(_) => ids.refill(core::iter::empty()),
         }
     }
 
@@ -244,8 +297,8 @@ impl<
     ///
     /// See the type-level example.
     pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Open(s) => Some(s),
+        match &self.typed {
+            Typed::Open(s) => Some(s),
             _ => None,
         }
     }
@@ -254,8 +307,8 @@ impl<
     ///
     /// See the type-level example.
     pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Open(s) => Some(s),
+        match &mut self.typed {
+            Typed::Open(s) => Some(s),
             _ => None,
         }
     }
@@ -270,8 +323,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Detached(s) => Some(s),
+        match &self.typed {
+            Typed::Detached(s) => Some(s),
             _ => None,
         }
     }
@@ -286,8 +339,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_detached_mut(&mut self) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Detached(s) => Some(s),
+        match &mut self.typed {
+            Typed::Detached(s) => Some(s),
             _ => None,
         }
     }
@@ -297,14 +350,14 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let s = s.begin_close(&f, CloseReason::ClientClose)?;
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.begin_close(&f, CloseReason::ClientClose)?;
     /// assert_eq!(s.as_closing().map(|c| c.state().reason()), Some(CloseReason::ClientClose));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closing(s) => Some(s),
+        match &self.typed {
+            Typed::Closing(s) => Some(s),
             _ => None,
         }
     }
@@ -316,14 +369,14 @@ impl<
     /// let f = Fence::new(Id::new("s")?, 0);
     /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
     /// s.bind(&f, 0, &Id::new("r")?)?;
-    /// let mut s = s.begin_close(&f, CloseReason::ClientClose)?;
+    /// s.begin_close(&f, CloseReason::ClientClose)?;
     /// let held = s.as_closing_mut().map(|c| c.release_fence(&f));
     /// assert_eq!(held.map(|ids| ids.len()), Some(1));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closing(s) => Some(s),
+        match &mut self.typed {
+            Typed::Closing(s) => Some(s),
             _ => None,
         }
     }
@@ -333,14 +386,15 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let (s, _released) = s.close(&f, CloseReason::ClientClose)?;
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// let released = s.close(&f, CloseReason::ClientClose)?;
+    /// assert!(released.is_empty());
     /// assert_eq!(s.as_closed().map(|c| c.close_reason()), Some(CloseReason::ClientClose));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_closed(&self) -> Option<&Session<Closed, SC, RC, R, B, D, A, L, K>> {
-        match self {
-            AnySession::Closed(s) => Some(s),
+        match &self.typed {
+            Typed::Closed(s) => Some(s),
             _ => None,
         }
     }
@@ -356,20 +410,45 @@ impl<
     /// ```
     #[allow(clippy::result_large_err)]
     pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K>, Self> {
-        match self {
-            AnySession::Open(s) => Ok(s),
-            other => Err(other),
+        match self.typed {
+            Typed::Open(s) => Ok(s),
+            typed => Err(AnySession { typed }),
         }
+    }
+}
+
+impl<
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > Typed<SC, RC, R, B, D, A, L, K>
+{
+    /// The state (a vacant slot reads as closed; no operation sees one).
+    fn kind(&self) -> StateKind {
+        each!(self, s => s.kind(), vacant => StateKind::Closed)
     }
 }
 
 macro_rules! from_typed {
     ($($state:ident),*) => {$(
         impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize>
+            From<Session<$state, SC, RC, R, B, D, A, L, K>> for Typed<SC, RC, R, B, D, A, L, K>
+        {
+            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
+                Typed::$state(session)
+            }
+        }
+
+        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize>
             From<Session<$state, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
         {
             fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
-                AnySession::$state(session)
+                AnySession { typed: Typed::$state(session) }
             }
         }
     )*};

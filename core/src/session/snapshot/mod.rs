@@ -356,8 +356,8 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let s = s.detach(&f, Instant::from_millis(40))?;
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.detach(&f, Instant::from_millis(40))?;
     /// let mut buf = [0u8; Session::<Open>::SNAPSHOT_MAX];
     /// let back = AnySession::restore(s.snapshot(&mut buf)?)?;
     /// assert_eq!(back.as_detached().map(|d| d.state().since()), Some(Instant::from_millis(40)));
@@ -368,13 +368,16 @@ impl<
         SC: Serialize,
         RC: Serialize,
     {
-        match self {
-            AnySession::Open(s) => s.snapshot(buf),
-            AnySession::Detached(s) => s.snapshot(buf),
-            AnySession::Closing(s) => s.snapshot(buf),
-            AnySession::Closed(_) => Err(SnapshotError::Inconsistent(
+        if let Some(s) = self.as_open() {
+            s.snapshot(buf)
+        } else if let Some(s) = self.as_detached() {
+            s.snapshot(buf)
+        } else if let Some(s) = self.as_closing() {
+            s.snapshot(buf)
+        } else {
+            Err(SnapshotError::Inconsistent(
                 "a closed session has nothing to persist",
-            )),
+            ))
         }
     }
 
@@ -497,10 +500,10 @@ impl<
             runtime_config: image.runtime_config,
         };
         match image.state {
-            StateImage::Open => Ok(AnySession::Open(session)),
+            StateImage::Open => Ok(AnySession::from(session)),
             // Any instant: the core takes `now` from its caller and does
             // not require it to be monotonic, so none is impossible.
-            StateImage::Detached { since_ms } => Ok(AnySession::Detached(
+            StateImage::Detached { since_ms } => Ok(AnySession::from(
                 session.into_state(Detached::new(Instant::from_millis(since_ms))),
             )),
             StateImage::Closing { reason } => {
@@ -513,9 +516,7 @@ impl<
                         "a closing session with active operations or a generation that closing never reached",
                     ));
                 }
-                Ok(AnySession::Closing(
-                    session.into_state(Closing::new(reason)),
-                ))
+                Ok(AnySession::from(session.into_state(Closing::new(reason))))
             }
         }
     }

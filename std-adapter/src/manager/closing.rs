@@ -1,43 +1,17 @@
-//! Close, expiry and cleanup policy: what leaves the manager, when, and
-//! what the engine must be told.
-//!
-//! Sessions leave in place: `close` and `finalize` check what the typed
-//! transition would check, read the request ids it would return, and drop
-//! the session where it lies (observably the same as moving it through
-//! `Closing` and `Closed` and discarding it, without copying it).
+//! What leaves the manager, and when: close, finalize, expiry and request
+//! cleanup. The rules (the fence a close accepts, the generation bump, what
+//! a close or an expiry releases) are the core's: each of these runs the
+//! [`AnySession`] transition where the session sits, then frees the slot.
 
 use duplex_core::profile::conformance::{ID_LEN, RESOURCES};
 use duplex_core::{
-    AnySession, Clock, CloseReason, Fence, Id, Instant, RequestIds, RequestState, StateKind,
+    AnySession, Clock, CloseReason, Expiry, Fence, Id, Instant, RequestIds, StateKind,
 };
 
 use super::SessionManager;
 use crate::error::Error;
 use crate::metrics;
-
-/// A session whose lease expired, moved to `Closing` by
-/// [`collect_expired`](SessionManager::collect_expired): the engine must
-/// cancel `submitted` and drop `reserved`, then the host finalizes it.
-///
-/// # Examples
-///
-/// See [`SessionManager`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[must_use = "an expired session's requests must be cancelled in the engine, then the session finalized"]
-pub struct Expiry<const L: usize = { ID_LEN }, const R: usize = { RESOURCES }> {
-    /// The session.
-    pub session: Id<L>,
-    /// Its fence.
-    pub fence: Fence<L>,
-    /// Lease generation after the close bumped it.
-    pub lease_generation: u64,
-    /// `disconnect_grace_expired` or `idle_ttl_expired`.
-    pub reason: CloseReason,
-    /// Submitted request ids, to cancel in the engine.
-    pub submitted: RequestIds<L, R>,
-    /// Reserved, never submitted request ids, to drop.
-    pub reserved: RequestIds<L, R>,
-}
+use crate::sessions::Sessions;
 
 /// The request ids one session released (or, from
 /// [`close_for_requests`](SessionManager::close_for_requests), holds for
@@ -71,25 +45,27 @@ impl<
     /// lowers the entry if the deadline moved earlier (a later deadline is
     /// picked up lazily when the entry comes due); a closing session has
     /// none.
-    pub(super) fn reschedule(&mut self, slot: u32) {
-        match self.table.get(slot) {
-            Some(s) => match s.deadline() {
-                Some(t) => self.timers.lower_to(slot, t),
-                None if s.kind() == StateKind::Closing => self.timers.remove(slot),
-                None => {}
-            },
-            None => self.timers.remove(slot),
+    /// Returns the session's deadline, if it has one.
+    pub(super) fn reschedule(&mut self, slot: u32) -> Option<Instant> {
+        let Some(s) = self.table.get(slot) else {
+            self.deadlines.remove(slot);
+            return None;
+        };
+        let deadline = s.deadline();
+        if let Some(t) = deadline {
+            self.deadlines.lower_to(slot, t);
+        } else if s.kind() == StateKind::Closing {
+            self.deadlines.remove(slot);
         }
+        deadline
     }
 
-    /// Drops the session in `slot` (whose id has hash `hash`) where it is,
-    /// and forgets it.
-    fn vacate(&mut self, slot: u32, hash: u64) {
-        if let Some(s) = self.table.get(slot) {
-            metrics::left(s.kind());
-        }
+    /// Drops the session in `slot` (whose id has hash `hash`), which was
+    /// in state `was` before it closed, and forgets it.
+    fn vacate(&mut self, slot: u32, hash: u64, was: StateKind) {
+        metrics::left(was);
         self.table.remove(slot, hash);
-        self.timers.remove(slot);
+        self.deadlines.remove(slot);
     }
 
     /// Closes in one step: begin_close, then finalize. `Ok(None)` if the
@@ -118,23 +94,68 @@ impl<
         fence: &Fence<L>,
         reason: CloseReason,
     ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+        self.close_if(fence, None, reason)
+    }
+
+    /// Closes in one step only if the lease is still at `generation`, the
+    /// one the closing connection was handed (checked under the same lock
+    /// as the close): a connection superseded by a resume never closes its
+    /// successor's session. `Ok(None)` if the session is absent or already
+    /// closing.
+    ///
+    /// # Errors
+    ///
+    /// `generation_mismatch`, then `fence_mismatch` (nothing changes).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.resume(&f, 0)?, 1); // a second connection took over
+    /// let e = m.close_generation(&f, 0, CloseReason::ClientClose).unwrap_err();
+    /// assert_eq!(e.kind(), ErrorKind::GenerationMismatch);
+    /// assert!(m.close_generation(&f, 1, CloseReason::ClientClose)?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "the released request ids must be cancelled or dropped in the engine"]
+    pub fn close_generation(
+        &mut self,
+        fence: &Fence<L>,
+        generation: u64,
+        reason: CloseReason,
+    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+        self.close_if(fence, Some(generation), reason)
+    }
+
+    /// `close`, with the generation check when one is given.
+    fn close_if(
+        &mut self,
+        fence: &Fence<L>,
+        generation: Option<u64>,
+        reason: CloseReason,
+    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
         let hash = self.table.hash(&fence.session);
         let Some(slot) = self.table.find_hashed(hash, &fence.session) else {
             return Ok(None);
         };
-        match self.table.get(slot) {
-            // What `close` checks.
-            Some(s @ (AnySession::Open(_) | AnySession::Detached(_))) => s.fence().admits(fence)?,
-            _ => return Ok(None),
+        let Some(s) = self.table.entry(slot).and_then(Option::as_mut) else {
+            return Ok(None);
+        };
+        if !matches!(s.kind(), StateKind::Open | StateKind::Detached) {
+            return Ok(None);
         }
-        // Built in place from the slot (no copy of the fixed-size value).
-        let mut released = Some(RequestIds::new());
-        if let (Some(ids), Some(s)) = (released.as_mut(), self.table.get(slot)) {
-            s.held_request_ids(ids);
+        if let Some(generation) = generation {
+            s.check_generation(generation)?;
         }
-        tracing::debug!(session = %fence.session, %reason, "closed");
-        self.vacate(slot, hash);
-        Ok(released)
+        let from = s.kind();
+        let released = s
+            .close(fence, reason)
+            .inspect_err(|e| metrics::refused(e.kind()))?;
+        tracing::debug!(session = %fence.session, %reason, "state={from}=>closed");
+        self.vacate(slot, hash, from);
+        Ok(Some(released))
     }
 
     /// Finalizes a closing session: removes it and returns every request id
@@ -153,22 +174,15 @@ impl<
             .ok_or_else(|| Error::UnknownSession {
                 session: session.clone(),
             })?;
-        match self.table.get(slot) {
-            Some(s @ AnySession::Closing(_)) => {
-                let ids = s.resource_request_ids(None, None)?;
-                tracing::debug!(%session, "state=closing=>closed");
-                self.vacate(slot, hash);
-                Ok(ids)
-            }
-            Some(other) => Err(duplex_core::Error::WrongState {
-                operation: "finalize",
-                state: other.kind(),
-            }
-            .into()),
-            None => Err(Error::UnknownSession {
+        let Some(s) = self.table.entry(slot).and_then(Option::as_mut) else {
+            return Err(Error::UnknownSession {
                 session: session.clone(),
-            }),
-        }
+            });
+        };
+        let ids = s.finalize()?;
+        tracing::debug!(%session, "state=closing=>closed");
+        self.vacate(slot, hash, StateKind::Closing);
+        Ok(ids)
     }
 
     /// Finalizes those of `sessions` that are closing; others are ignored.
@@ -249,7 +263,7 @@ impl<
             let (session, fence) = (s.id().clone(), s.fence().clone());
             if s.kind() != StateKind::Closing {
                 // The session's own fence: accepted by construction.
-                let _ = self.begin_close(&fence, CloseReason::RequestCleanup);
+                let _ = Sessions::begin_close(&mut *self, &fence, CloseReason::RequestCleanup);
             }
             out.push(Released { session, ids });
         }
@@ -272,20 +286,20 @@ impl<
         // Excluded sessions leave the index for this pass.
         for session in excluded {
             if let Some(slot) = self.table.find(session) {
-                if self.timers.key(slot).is_some() {
-                    self.timers.remove(slot);
+                if self.deadlines.key(slot).is_some() {
+                    self.deadlines.remove(slot);
                     deferred.push(slot);
                 }
             }
         }
         let mut out = Vec::new();
-        while let Some((key, slot)) = self.timers.peek() {
+        while let Some((key, slot)) = self.deadlines.peek() {
             if key > now {
                 break;
             }
             match self.table.get(slot).and_then(AnySession::deadline) {
-                None => self.timers.remove(slot),
-                Some(deadline) if deadline > now => self.timers.set(slot, deadline),
+                None => self.deadlines.remove(slot),
+                Some(deadline) if deadline > now => self.deadlines.set(slot, deadline),
                 Some(_) => {
                     if let Some(expiry) = self.expire_slot(slot, now) {
                         out.push(expiry);
@@ -302,34 +316,16 @@ impl<
 
     /// Moves the due session in `slot` to Closing and says what it held.
     fn expire_slot(&mut self, slot: u32, now: Instant) -> Option<Expiry<L, R>> {
-        let entry = self.table.entry(slot)?;
-        let session = entry.take()?;
+        let session = self.table.entry(slot)?.as_mut()?;
         let from = session.kind();
-        let submitted = session.resource_request_ids(None, Some(RequestState::Submitted));
-        let reserved = session.resource_request_ids(None, Some(RequestState::Reserved));
-        let (next, expired) = match session.expire(now) {
-            Ok((closing, reason)) => (closing, Some(reason)),
-            Err(same) => (same, None),
-        };
-        let record = match (expired, submitted, reserved) {
-            (Some(reason), Ok(submitted), Ok(reserved)) => {
-                tracing::debug!(session = %next.id(), %reason, "state=>closing");
-                metrics::moved(from, StateKind::Closing);
-                metrics::expired(reason);
-                Some(Expiry {
-                    session: next.id().clone(),
-                    fence: next.fence().clone(),
-                    lease_generation: next.lease_generation(),
-                    reason,
-                    submitted,
-                    reserved,
-                })
-            }
-            _ => None,
-        };
-        *entry = Some(next);
-        self.timers.remove(slot);
-        record
+        let expiry = session.expire(now);
+        if let Some(e) = &expiry {
+            tracing::debug!(session = %e.session, reason = %e.reason, "state={from}=>closing");
+            metrics::moved(from, StateKind::Closing);
+            metrics::expired(e.reason);
+        }
+        self.deadlines.remove(slot);
+        expiry
     }
 
     /// The exact instant of the next lease expiry, if any session can
@@ -350,10 +346,10 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn next_deadline(&mut self) -> Option<Instant> {
-        while let Some((key, slot)) = self.timers.peek() {
+        while let Some((key, slot)) = self.deadlines.peek() {
             match self.table.get(slot).and_then(AnySession::deadline) {
-                None => self.timers.remove(slot),
-                Some(deadline) if deadline > key => self.timers.set(slot, deadline),
+                None => self.deadlines.remove(slot),
+                Some(deadline) if deadline > key => self.deadlines.set(slot, deadline),
                 Some(_) => return Some(key),
             }
         }

@@ -24,7 +24,7 @@ use duplex_core::Instant;
 const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Default)]
-pub(crate) struct Timers {
+pub(crate) struct Deadlines {
     /// Heap order: `keys[i]` is the deadline of `slots[i]`.
     keys: Vec<Instant>,
     slots: Vec<u32>,
@@ -41,7 +41,7 @@ fn reserve_towards<T>(v: &mut Vec<T>, want: usize) {
     }
 }
 
-impl Timers {
+impl Deadlines {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.keys.len()
@@ -167,7 +167,7 @@ mod tests {
     }
 
     #[track_caller]
-    fn check(timers: &Timers) {
+    fn check(timers: &Deadlines) {
         for (i, (&k, &slot)) in timers.keys.iter().zip(&timers.slots).enumerate() {
             assert_eq!(
                 timers.pos[slot as usize] as usize, i,
@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn orders_lowers_raises_and_removes() {
-        let mut timers = Timers::default();
+        let mut timers = Deadlines::default();
         timers.grow_to(8);
         for (slot, ms) in [(0, 50), (1, 10), (2, 30), (3, 40), (4, 20)] {
             timers.lower_to(slot, t(ms));

@@ -1,4 +1,4 @@
-//! [`Snapshot`]: an owned, read-only view of a session's facts.
+//! [`SessionView`]: an owned, read-only view of a session's facts.
 
 use duplex_core::profile::conformance::ID_LEN;
 use duplex_core::{
@@ -14,17 +14,17 @@ use duplex_core::{
 ///
 /// ```
 /// use duplex_core::*;
-/// use duplex_std::Snapshot;
+/// use duplex_std::SessionView;
 ///
 /// let f = Fence::new(Id::new("s")?, 0);
 /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
 /// s.reserve(&f, 0, &Id::new("r")?)?;
-/// let view = Snapshot::of(&AnySession::from(s)).unwrap();
+/// let view = SessionView::of(&AnySession::from(s)).unwrap();
 /// assert_eq!(view.resources, [(0, Id::new("r")?, RequestState::Reserved)]);
 /// # Ok::<(), Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot<const L: usize = { ID_LEN }> {
+pub struct SessionView<const L: usize = { ID_LEN }> {
     /// The state.
     pub state: StateKind,
     /// The current fence.
@@ -55,7 +55,7 @@ pub struct Snapshot<const L: usize = { ID_LEN }> {
     pub modes: Modes,
 }
 
-impl<const L: usize> Snapshot<L> {
+impl<const L: usize> SessionView<L> {
     /// The view of a session that still holds its tables (`None` for a
     /// closed one, which only reports its final facts).
     ///
@@ -71,11 +71,13 @@ impl<const L: usize> Snapshot<L> {
     >(
         session: &AnySession<SC, RC, R, B, D, A, L, K>,
     ) -> Option<Self> {
-        match session {
-            AnySession::Open(s) => Some(Self::of_typed(s, None, None)),
-            AnySession::Detached(s) => Some(Self::of_typed(s, Some(s.state().since()), None)),
-            AnySession::Closing(s) => Some(Self::of_typed(s, None, Some(s.state().reason()))),
-            AnySession::Closed(_) => None,
+        if let Some(s) = session.as_open() {
+            Some(Self::of_typed(s, None, None))
+        } else if let Some(s) = session.as_detached() {
+            Some(Self::of_typed(s, Some(s.state().since()), None))
+        } else {
+            let s = session.as_closing()?;
+            Some(Self::of_typed(s, None, Some(s.state().reason())))
         }
     }
 
@@ -95,7 +97,7 @@ impl<const L: usize> Snapshot<L> {
     ) -> Self {
         let mut active_operations: Vec<Id<L>> = s.active_operations().cloned().collect();
         active_operations.sort();
-        Snapshot {
+        SessionView {
             state: s.kind(),
             fence: s.fence().clone(),
             input_seq: s.input_seq(),
