@@ -283,19 +283,16 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
         acc ^= any
             .migrate(inp.u64(), inp.now())
             .map_or(10, |f| f.incarnation);
-        any = match inp.u64() % 6 {
-            0 => any.detach(&f, inp.now()).unwrap_or_else(|r| r.session),
-            1 => any
-                .resume(&f, inp.u64() % 3, inp.now())
-                .map_or_else(|r| r.session, |(s, _)| s),
-            2 => any
-                .begin_close(&f, inp.reason())
-                .unwrap_or_else(|r| r.session),
-            3 => any.finalize().map_or_else(|r| r.session, |(s, _)| s),
-            4 => any.expire(inp.now()).map_or_else(|s| s, |(s, _)| s),
+        acc ^= match inp.u64() % 7 {
+            0 => any.detach(&f, inp.now()).map_or(11, |()| 12),
+            1 => any.resume(&f, inp.u64() % 3, inp.now()).unwrap_or(13),
+            2 => any.begin_close(&f, inp.reason()).map_or(14, |()| 15),
+            3 => any.finalize().map_or(16, |ids| ids.len() as u64),
+            4 => any.expire(inp.now()).map_or(17, |e| e.lease_generation),
+            5 => any.check_generation(inp.u64() % 3).map_or(18, |()| 19),
             _ => any
                 .close(&f, inp.reason())
-                .map_or_else(|r| r.session, |(s, _)| s),
+                .map_or(20, |ids| ids.len() as u64),
         };
         acc ^= u64::from(any.as_open().is_some()) ^ u64::from(any.as_closed().is_some());
     }
@@ -371,14 +368,10 @@ fn snapshot_ops(inp: &mut Input<'_>) -> u64 {
                 acc ^= AnySession::restore(image).map_or(1, |s| s.lease_generation());
             }
         }
-        any = match inp.u64() % 3 {
-            0 => any.detach(&f, inp.now()).unwrap_or_else(|r| r.session),
-            1 => any
-                .begin_close(&f, inp.reason())
-                .unwrap_or_else(|r| r.session),
-            _ => any
-                .resume(&f, 0, inp.now())
-                .map_or_else(|r| r.session, |(s, _)| s),
+        acc ^= match inp.u64() % 3 {
+            0 => any.detach(&f, inp.now()).map_or(2, |()| 3),
+            1 => any.begin_close(&f, inp.reason()).map_or(4, |()| 5),
+            _ => any.resume(&f, 0, inp.now()).unwrap_or(6),
         };
     }
     acc
