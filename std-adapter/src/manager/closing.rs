@@ -146,12 +146,10 @@ impl<
         if !matches!(s.kind(), StateKind::Open | StateKind::Detached) {
             return Ok(None);
         }
-        if let Some(generation) = generation {
-            s.check_generation(generation)?;
-        }
         let from = s.kind();
-        let released = s
-            .close(fence, reason)
+        let released = generation
+            .map_or(Ok(()), |g| s.check_generation(g))
+            .and_then(|()| s.close(fence, reason))
             .inspect_err(|e| metrics::refused(e.kind()))?;
         tracing::debug!(session = %fence.session, %reason, "state={from}=>closed");
         self.vacate(slot, hash, from);

@@ -4,7 +4,8 @@
 //! `deadlines` keeps the deadline index, `closing` holds what leaves the
 //! manager (close, finalize, expiry, request cleanup), `operations` runs
 //! the per-session operations of [`Sessions`](crate::Sessions). This file
-//! opens sessions and lends them out.
+//! opens sessions, finds them (`run`, the one lookup every operation goes
+//! through) and lends them out.
 
 mod closing;
 mod deadlines;
@@ -16,8 +17,8 @@ use duplex_core::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
 use duplex_core::{
-    AnySession, Clock, ConfigField, Detached, Fence, Id, Instant, Open, OpenOptions, Session,
-    StateKind,
+    AnySession, Clock, ConfigField, Detached, Error as CoreError, Fence, Id, Instant, Open,
+    OpenOptions, Session, StateKind,
 };
 
 use crate::error::Error;
@@ -283,6 +284,51 @@ impl<
     /// ```
     pub fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
         self.get(session).and_then(SessionView::of)
+    }
+
+    /// Runs `op` on the session named `session` at the clock's `now`;
+    /// returns its result and, if the session's deadline may have come
+    /// earlier, the deadline (for a reaper that may have to wake).
+    pub(crate) fn run<T>(
+        &mut self,
+        session: &Id<L>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+    ) -> (Result<T, Error<L>>, Option<Instant>) {
+        let now = self.clock.now();
+        let Some((slot, s)) = self.table.find(session).and_then(|slot| {
+            let s = self.table.entry(slot)?.as_mut()?;
+            Some((slot, s))
+        }) else {
+            metrics::refused(duplex_core::ErrorKind::UnknownSession);
+            let unknown = Error::UnknownSession {
+                session: session.clone(),
+            };
+            return (Err(unknown), None);
+        };
+        let (from, before) = (s.kind(), s.deadline());
+        let result = op(s, now);
+        let (to, after) = (s.kind(), s.deadline());
+        if let Err(e) = &result {
+            metrics::refused(e.kind());
+        }
+        // The index holds lower bounds: only a state change or a deadline
+        // that came earlier (detach, ending the last operation) touches it;
+        // the hot path (append, touch, lookups) does not.
+        let earlier = match (before, after) {
+            (Some(b), Some(a)) => a < b,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if from != to {
+            tracing::debug!(%session, "state={from}=>{to}");
+            metrics::moved(from, to);
+        }
+        let deadline = if from != to || earlier {
+            self.reschedule(slot)
+        } else {
+            None
+        };
+        (result.map_err(Error::from), deadline)
     }
 
     /// Opens a session. The manager's completed-append limit applies.

@@ -13,6 +13,8 @@ use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
 use crate::requests::{RequestIds, RequestState};
 use crate::session::expiry::Expiry;
+use crate::session::state::Closing;
+use crate::session::Session;
 use crate::time::Instant;
 
 /// Runs `$body` on a live session (Open or Detached), or fails with
@@ -135,8 +137,8 @@ impl<
     /// See the type-level example.
     pub fn detach(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error> {
         self.transition(|typed| match typed {
-            Typed::Open(s) => settle(s.detach(fence, now).map(|d| (d, ())), Typed::Open),
-            other => refuse(other, "detach"),
+            Typed::Open(s) => Typed::settle(s.detach(fence, now).map(|d| (d, ())), Typed::Open),
+            other => other.refuse("detach"),
         })
     }
 
@@ -156,11 +158,11 @@ impl<
         now: Instant,
     ) -> Result<u64, Error> {
         self.transition(|typed| match typed {
-            Typed::Open(s) => settle(s.resume(fence, expected_generation, now), Typed::Open),
+            Typed::Open(s) => Typed::settle(s.resume(fence, expected_generation, now), Typed::Open),
             Typed::Detached(s) => {
-                settle(s.resume(fence, expected_generation, now), Typed::Detached)
+                Typed::settle(s.resume(fence, expected_generation, now), Typed::Detached)
             }
-            other => refuse(other, "resume"),
+            other => other.refuse("resume"),
         })
     }
 
@@ -467,16 +469,18 @@ impl<
     /// See [`as_closing`](Self::as_closing).
     pub fn begin_close(&mut self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error> {
         self.transition(|typed| match typed {
-            Typed::Open(s) => settle(s.begin_close(fence, reason).map(|c| (c, ())), Typed::Open),
-            Typed::Detached(s) => settle(
+            Typed::Open(s) => {
+                Typed::settle(s.begin_close(fence, reason).map(|c| (c, ())), Typed::Open)
+            }
+            Typed::Detached(s) => Typed::settle(
                 s.begin_close(fence, reason).map(|c| (c, ())),
                 Typed::Detached,
             ),
-            Typed::Closing(s) => settle(
+            Typed::Closing(s) => Typed::settle(
                 s.begin_close(fence, reason).map(|c| (c, ())),
                 Typed::Closing,
             ),
-            other => refuse(other, "begin_close"),
+            other => other.refuse("begin_close"),
         })
     }
 
@@ -506,8 +510,8 @@ impl<
             .resource_request_ids(None, Some(RequestState::Reserved))
             .ok()?;
         let reason = self.transition(|typed| match typed {
-            Typed::Open(s) => expired(s.expire(now), Typed::Open),
-            Typed::Detached(s) => expired(s.expire(now), Typed::Detached),
+            Typed::Open(s) => Typed::expired(s.expire(now), Typed::Open),
+            Typed::Detached(s) => Typed::expired(s.expire(now), Typed::Detached),
             other => (other, None),
         })?;
         Some(Expiry {
@@ -544,7 +548,7 @@ impl<
                 let (closed, ids) = s.finalize();
                 (Typed::Closed(closed), Ok(ids))
             }
-            other => refuse(other, "finalize"),
+            other => other.refuse("finalize"),
         })
     }
 
@@ -564,82 +568,56 @@ impl<
         reason: CloseReason,
     ) -> Result<RequestIds<L, R>, Error> {
         self.transition(|typed| match typed {
-            Typed::Open(s) => settle(s.close(fence, reason), Typed::Open),
-            Typed::Detached(s) => settle(s.close(fence, reason), Typed::Detached),
-            other => refuse(other, "close"),
+            Typed::Open(s) => Typed::settle(s.close(fence, reason), Typed::Open),
+            Typed::Detached(s) => Typed::settle(s.close(fence, reason), Typed::Detached),
+            other => other.refuse("close"),
         })
     }
 }
 
-/// The next state and the result of a typed transition, or the unchanged
-/// session (put back with `back`) and the refusal.
-fn settle<
-    S,
-    N,
-    T,
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->(
-    result: Result<(N, T), Rejected<S>>,
-    back: impl FnOnce(S) -> Typed<SC, RC, R, B, D, A, L, K>,
-) -> (Typed<SC, RC, R, B, D, A, L, K>, Result<T, Error>)
-where
-    N: Into<Typed<SC, RC, R, B, D, A, L, K>>,
+impl<
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > Typed<SC, RC, R, B, D, A, L, K>
 {
-    match result {
-        Ok((next, out)) => (next.into(), Ok(out)),
-        Err(rejected) => (back(rejected.session), Err(rejected.error)),
-    }
-}
-
-/// The unchanged session and `wrong_state` for `operation`.
-fn refuse<
-    T,
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->(
-    typed: Typed<SC, RC, R, B, D, A, L, K>,
-    operation: &'static str,
-) -> (Typed<SC, RC, R, B, D, A, L, K>, Result<T, Error>) {
-    let state = typed.kind();
-    (typed, Err(Error::WrongState { operation, state }))
-}
-
-/// The closing session and its reason, or the unchanged live one.
-fn expired<
-    S,
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->(
-    result: Result<
-        crate::Session<crate::Closing, SC, RC, R, B, D, A, L, K>,
-        crate::Session<S, SC, RC, R, B, D, A, L, K>,
-    >,
-    back: impl FnOnce(crate::Session<S, SC, RC, R, B, D, A, L, K>) -> Typed<SC, RC, R, B, D, A, L, K>,
-) -> (Typed<SC, RC, R, B, D, A, L, K>, Option<CloseReason>) {
-    match result {
-        Ok(closing) => {
-            let reason = closing.state().reason();
-            (Typed::Closing(closing), Some(reason))
+    /// The next state and the result of a typed transition, or the
+    /// unchanged session (put back with `back`) and the refusal.
+    fn settle<S, N: Into<Self>, T>(
+        result: Result<(N, T), Rejected<S>>,
+        back: impl FnOnce(S) -> Self,
+    ) -> (Self, Result<T, Error>) {
+        match result {
+            Ok((next, out)) => (next.into(), Ok(out)),
+            Err(rejected) => (back(rejected.session), Err(rejected.error)),
         }
-        Err(live) => (back(live), None),
+    }
+
+    /// The unchanged session and `wrong_state` for `operation`.
+    fn refuse<T>(self, operation: &'static str) -> (Self, Result<T, Error>) {
+        let state = self.kind();
+        (self, Err(Error::WrongState { operation, state }))
+    }
+
+    /// The closing session and its reason, or the unchanged live one.
+    fn expired<S>(
+        result: Result<
+            Session<Closing, SC, RC, R, B, D, A, L, K>,
+            Session<S, SC, RC, R, B, D, A, L, K>,
+        >,
+        back: impl FnOnce(Session<S, SC, RC, R, B, D, A, L, K>) -> Self,
+    ) -> (Self, Option<CloseReason>) {
+        match result {
+            Ok(closing) => {
+                let reason = closing.state().reason();
+                (Typed::Closing(closing), Some(reason))
+            }
+            Err(live) => (back(live), None),
+        }
     }
 }
