@@ -9,42 +9,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
+use crate::classes::{activity_class, fence_class, input_append_class, mode_class};
 use crate::errors::{ensure_kind, with_kind};
-
-/// A class of `duplex_session._types`, imported once.
-pub(crate) fn class<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyType>>,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyType>> {
-    cell.import(py, "duplex_session._types", name)
-}
-
-macro_rules! classes {
-    ($($fn:ident => $name:literal),* $(,)?) => {
-        $(
-            pub(crate) fn $fn(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-                static CELL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-                class(py, &CELL, $name)
-            }
-        )*
-    };
-}
-
-classes! {
-    fence_class => "DuplexFence",
-    input_append_class => "DuplexInputAppend",
-    reservation_class => "DuplexAppendReservation",
-    completed_class => "DuplexCompletedAppend",
-    binding_class => "DuplexStageBinding",
-    resource_class => "DuplexRequestResource",
-    expiry_class => "DuplexSessionExpiry",
-    mismatch_class => "DuplexFenceMismatchError",
-    mode_class => "DuplexInputMode",
-    activity_class => "DuplexLeaseActivity",
-    lease_config_class => "DuplexLeaseConfig",
-    capabilities_class => "DuplexRuntimeCapabilities",
-}
 
 /// A fence's fields, read from any object with the seed's attributes.
 #[derive(Debug, Clone)]

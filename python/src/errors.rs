@@ -6,7 +6,7 @@ use duplex_core::Error as CoreError;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::convert::mismatch_class;
+use crate::classes::mismatch_class;
 
 /// Sets `kind` on the exception's value.
 pub(crate) fn with_kind(err: PyErr, kind: &str) -> PyErr {

@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 mod args;
+mod classes;
 mod convert;
 mod core;
 mod errors;

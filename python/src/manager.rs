@@ -11,6 +11,7 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::args;
+use crate::classes;
 use crate::convert::{self, FenceArg};
 use crate::core::Profile;
 use crate::errors::with_kind;
@@ -196,7 +197,7 @@ impl PyManager {
         let id = arg.session_id.to_str()?.to_owned();
         let mut opening = Opening {
             now: convert::now(self.clock.bind(py), None)?,
-            capabilities: or_default(capabilities, || convert::capabilities_class(py)?.call0())?,
+            capabilities: or_default(capabilities, || classes::capabilities_class(py)?.call0())?,
             session_config: session_config.filter(|c| !c.is_none()).cloned(),
             runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
             // The default `DuplexLeaseConfig()` is frozen: one instance serves
@@ -205,7 +206,7 @@ impl PyManager {
                 Ok(self
                     .default_lease
                     .get_or_try_init(py, || {
-                        convert::lease_config_class(py)?.call0().map(Bound::unbind)
+                        classes::lease_config_class(py)?.call0().map(Bound::unbind)
                     })?
                     .bind(py)
                     .clone())
@@ -369,7 +370,7 @@ impl PyManager {
         due.sort_unstable();
         due.dedup();
         let mut expired: Vec<(u64, Bound<'py, PyAny>)> = Vec::new();
-        let class = convert::expiry_class(py)?;
+        let class = classes::expiry_class(py)?;
         for id in due {
             let Some((order, session)) =
                 self.table(py).get(&id).map(|(o, s)| (*o, s.clone_ref(py)))
@@ -469,7 +470,7 @@ impl PyManager {
         }
         drop(last);
         let lease = crate::session::lease_of(config)?;
-        if config.is_exact_instance(convert::lease_config_class(config.py())?) {
+        if config.is_exact_instance(classes::lease_config_class(config.py())?) {
             last = self
                 .last_lease
                 .lock()

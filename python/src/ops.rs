@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::args;
+use crate::classes;
 use crate::convert::{self, appended_object, FenceArg, ReservationArg};
 use crate::core::on;
 use crate::errors::{core_error, generation_mismatch, with_kind, Context};
@@ -356,7 +357,7 @@ impl PySession {
         let base_fence = self.fence_obj(py, &mut inner)?;
         let key = key.map(|(turn, response)| (base_epoch, turn, response));
         drop(inner);
-        convert::reservation_class(py)?.call1((
+        classes::reservation_class(py)?.call1((
             fence,
             mode,
             base_fence,

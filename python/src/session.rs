@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::classes;
 use crate::convert::{self, fence_object, FenceArg};
 use crate::core::{on, CoreAny, Profile};
 use crate::errors::{core_error, fence_mismatch, with_kind, Context};
@@ -316,7 +317,7 @@ impl PySession {
             }
         }
         let arg = FenceArg::read(fence)?;
-        if fence.is_exact_instance(convert::fence_class(py)?) {
+        if fence.is_exact_instance(classes::fence_class(py)?) {
             let mut cache = self
                 .arg_cache
                 .lock()

@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::args;
-use crate::convert::{self, fence_object, resource_class, FenceArg};
+use crate::classes;
+use crate::classes::resource_class;
+use crate::convert::{self, fence_object, FenceArg};
 use crate::core::{on, CoreAny, Profile};
 use crate::errors::{ensure_kind, with_kind};
 use crate::manager::PyManager;
@@ -98,7 +100,7 @@ impl PySession {
                 now: last,
                 capabilities: match capabilities {
                     Some(c) if !c.is_none() => c.clone(),
-                    _ => convert::capabilities_class(py)?.call0()?,
+                    _ => classes::capabilities_class(py)?.call0()?,
                 },
                 session_config: session_config.filter(|c| !c.is_none()).cloned(),
                 runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
@@ -196,7 +198,7 @@ impl PySession {
         let Some(core) = inner.core.as_ref() else {
             return Ok(out);
         };
-        let class = convert::binding_class(py)?;
+        let class = classes::binding_class(py)?;
         on!(core, s => unfinished!(&**s, t => {
             for (stage, id, fence) in t.bindings_with_fences() {
                 let binding = class.call1((id.as_str(), fence_object(py, &fence)?))?;
@@ -234,7 +236,7 @@ impl PySession {
     fn completed_appends<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.lock(py);
         let ordered = py.import("collections")?.getattr("OrderedDict")?.call0()?;
-        let class = convert::completed_class(py)?;
+        let class = classes::completed_class(py)?;
         let Some(core) = inner.core.as_ref() else {
             return Ok(ordered);
         };
