@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
-use crate::server::Gateway;
+use crate::state::Shared;
 use crate::stats::{add, bump};
 
 /// Chunks are appended in this mode.
@@ -39,13 +39,13 @@ const OUTBOX: usize = 256;
 
 /// The session a connection holds, and the lease generation it was handed.
 #[derive(Debug, Clone)]
-struct Bound {
+struct Held {
     session: Id,
     incarnation: u64,
     generation: u64,
 }
 
-impl Bound {
+impl Held {
     fn fence(&self, epoch: u64, turn: u64) -> Fence {
         Fence::new(self.session.clone(), self.incarnation)
             .with_epoch(epoch)
@@ -70,18 +70,18 @@ fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
 /// A connection's state.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    gw: Arc<Gateway>,
+    shared: Arc<Shared>,
     tx: mpsc::Sender<Message>,
-    bound: Option<Bound>,
+    bound: Option<Held>,
     active: ActiveList,
 }
 
 impl Connection {
     /// A connection that answers into `tx` (also used by the decoder's
     /// property test, without a socket).
-    pub(crate) fn new(gw: Arc<Gateway>, tx: mpsc::Sender<Message>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, tx: mpsc::Sender<Message>) -> Self {
         Connection {
-            gw,
+            shared,
             tx,
             bound: None,
             active: Arc::new(Mutex::new(Vec::new())),
@@ -91,7 +91,7 @@ impl Connection {
     /// Runs the connection until the client closes or drops it, or the
     /// server shuts down.
     pub(crate) async fn run(
-        gw: Arc<Gateway>,
+        shared: Arc<Shared>,
         ws: WebSocketStream<TcpStream>,
         mut stopped: watch::Receiver<bool>,
     ) {
@@ -105,7 +105,7 @@ impl Connection {
             }
             let _ = sink.close().await;
         });
-        let mut conn = Connection::new(gw, tx);
+        let mut conn = Connection::new(shared, tx);
         let shutdown = loop {
             tokio::select! {
                 () = until_stopped(&mut stopped) => break true,
@@ -151,7 +151,7 @@ impl Connection {
     }
 
     fn protocol_error(&self, e: &ProtocolError) -> ServerEvent {
-        bump(&self.gw.stats.refused);
+        bump(&self.shared.stats.refused);
         ServerEvent::error(e.kind(), e.to_string())
     }
 
@@ -162,9 +162,9 @@ impl Connection {
         event_id: Option<&str>,
     ) -> ServerEvent {
         if kind == ErrorKind::FenceMismatch.as_str() {
-            bump(&self.gw.stats.fence_refused);
+            bump(&self.shared.stats.fence_refused);
         } else {
-            bump(&self.gw.stats.refused);
+            bump(&self.shared.stats.refused);
         }
         ServerEvent::Error {
             kind: kind.to_owned(),
@@ -194,8 +194,8 @@ impl Connection {
             ClientEvent::Close {} => Some(self.close()),
             ClientEvent::Audit { session_id } => Some(self.audit(session_id)),
             ClientEvent::Stats {} => Some(ServerEvent::Stats {
-                sessions: self.gw.m.len() as u64,
-                counters: Box::new(self.gw.counters()),
+                sessions: self.shared.manager.len() as u64,
+                counters: Box::new(self.shared.counters()),
             }),
             ClientEvent::Unknown => Some(self.protocol_error(&ProtocolError::UnknownType)),
         }
@@ -205,7 +205,7 @@ impl Connection {
         Id::new(id).map_err(|e| self.manager_error(&Error::from(e), event_id))
     }
 
-    fn bound(&self, event_id: Option<&str>) -> Result<Bound, ServerEvent> {
+    fn bound(&self, event_id: Option<&str>) -> Result<Held, ServerEvent> {
         self.bound.clone().ok_or_else(|| {
             self.refusal(
                 "no_session",
@@ -216,15 +216,15 @@ impl Connection {
     }
 
     /// Why a typed operation found no open session.
-    fn not_open(&self, b: &Bound, event_id: Option<&str>) -> ServerEvent {
+    fn not_open(&self, held: &Held, event_id: Option<&str>) -> ServerEvent {
         match self
-            .gw
-            .m
-            .with_session(&b.session, duplex_core::AnySession::kind)
+            .shared
+            .manager
+            .with_session(&held.session, duplex_core::AnySession::kind)
         {
             None => self.manager_error(
                 &Error::UnknownSession {
-                    session: b.session.clone(),
+                    session: held.session.clone(),
                 },
                 event_id,
             ),
@@ -237,12 +237,12 @@ impl Connection {
     }
 
     fn open(&mut self, session_id: Option<String>, generation: Option<u64>) -> ServerEvent {
-        if let Some(b) = &self.bound {
+        if let Some(held) = &self.bound {
             return self.refusal(
                 "already_open",
                 format!(
                     "this connection holds session {}; one session per connection",
-                    b.session
+                    held.session
                 ),
                 None,
             );
@@ -265,13 +265,17 @@ impl Connection {
             Ok(id) => id,
             Err(e) => return e,
         };
-        let Some(fence) = self.gw.m.with_session(&session, |s| s.fence().clone()) else {
+        let Some(fence) = self
+            .shared
+            .manager
+            .with_session(&session, |s| s.fence().clone())
+        else {
             return self.manager_error(&Error::UnknownSession { session }, None);
         };
-        match self.gw.m.resume(&fence, generation) {
+        match self.shared.manager.resume(&fence, generation) {
             Ok(next) => {
-                bump(&self.gw.stats.resumed);
-                self.bound = Some(Bound {
+                bump(&self.shared.stats.resumed);
+                self.bound = Some(Held {
                     session,
                     incarnation: fence.incarnation,
                     generation: next,
@@ -292,7 +296,7 @@ impl Connection {
     fn open_new(&mut self, session_id: Option<String>) -> ServerEvent {
         let session_id = session_id.unwrap_or_else(|| {
             let n = self
-                .gw
+                .shared
                 .next_session
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             format!("gw-{n:x}")
@@ -301,11 +305,15 @@ impl Connection {
             Ok(id) => id,
             Err(e) => return e,
         };
-        let options = options(self.gw.lease);
-        match self.gw.m.open(Fence::new(session.clone(), 0), options) {
+        let options = options(self.shared.lease);
+        match self
+            .shared
+            .manager
+            .open(Fence::new(session.clone(), 0), options)
+        {
             Ok(()) => {
-                bump(&self.gw.stats.opened);
-                self.bound = Some(Bound {
+                bump(&self.shared.stats.opened);
+                self.bound = Some(Held {
                     session,
                     incarnation: 0,
                     generation: 0,
@@ -325,8 +333,8 @@ impl Connection {
 
     fn append(&mut self, event_id: String, epoch: u64, turn: u64, audio: &str) -> ServerEvent {
         let ev = Some(event_id.as_str());
-        let b = match self.bound(ev) {
-            Ok(b) => b,
+        let held = match self.bound(ev) {
+            Ok(held) => held,
             Err(e) => return e,
         };
         let chunk = match decode_audio(audio) {
@@ -337,10 +345,10 @@ impl Connection {
             Ok(op) => op,
             Err(e) => return e,
         };
-        let fence = b.fence(epoch, turn);
-        let audit = self.gw.audit.as_ref();
-        let applied = self.gw.m.with_open(&b.session, |s, now| {
-            s.check_generation(b.generation)?;
+        let fence = held.fence(epoch, turn);
+        let audit = self.shared.audit.as_ref();
+        let applied = self.shared.manager.with_open(&held.session, |s, now| {
+            s.check_generation(held.generation)?;
             if let Some(r) = s.completed(&fence, &op, AUDIO, Finality::Partial)? {
                 let at = |i: usize| r.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
                 let cached = Appended {
@@ -358,19 +366,19 @@ impl Connection {
             let results = [a.seq, a.turn_seq].map(|v| i64::try_from(v).unwrap_or(i64::MAX));
             s.record_completed(&fence, &op, AUDIO, Finality::Partial, &results)?;
             if let Some(audit) = audit {
-                audit.push(b.session.as_str(), (epoch, a.seq, event_id.clone()));
+                audit.push(held.session.as_str(), (epoch, a.seq, event_id.clone()));
             }
             Ok::<_, CoreError>((a, false))
         });
         match applied {
-            None => self.not_open(&b, ev),
+            None => self.not_open(&held, ev),
             Some(Err(e)) => self.manager_error(&Error::from(e), ev),
             Some(Ok((a, duplicate))) => {
                 let _ = chunk; // the stand-in engine consumes the audio here
                 bump(if duplicate {
-                    &self.gw.stats.duplicates
+                    &self.shared.stats.duplicates
                 } else {
-                    &self.gw.stats.appended
+                    &self.shared.stats.appended
                 });
                 ServerEvent::Appended {
                     event_id,
@@ -385,36 +393,36 @@ impl Connection {
     /// The user's turn ended: bind the engine's response request and stream
     /// it from a task. Answers only on refusal; the response is the answer.
     fn commit(&mut self, epoch: u64, turn: u64) -> Option<ServerEvent> {
-        let b = match self.bound(None) {
-            Ok(b) => b,
+        let held = match self.bound(None) {
+            Ok(held) => held,
             Err(e) => return Some(e),
         };
         let n = self
-            .gw
+            .shared
             .next_request
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = match self.id(&format!("r{n}"), None) {
             Ok(id) => id,
             Err(e) => return Some(e),
         };
-        let fence = b.fence(epoch, turn);
+        let fence = held.fence(epoch, turn);
         // The active list is locked across the bind and the spawn, so the
         // task cannot look for its entry before it is there.
         let mut active = lock(&self.active);
-        let bound = self.gw.m.with_open(&b.session, |s, now| {
-            s.check_generation(b.generation)?;
+        let bound = self.shared.manager.with_open(&held.session, |s, now| {
+            s.check_generation(held.generation)?;
             s.bind(&fence, RESPONSE_STAGE, &request)?;
             s.touch(&fence, Activity::Signal, now)
         });
         match bound {
-            None => return Some(self.not_open(&b, None)),
+            None => return Some(self.not_open(&held, None)),
             Some(Err(e)) => return Some(self.manager_error(&Error::from(e), None)),
             Some(Ok(())) => {}
         }
-        bump(&self.gw.stats.requests_bound);
+        bump(&self.shared.stats.requests_bound);
         let task = tokio::spawn(stream_response(
-            Arc::clone(&self.gw),
-            b.session.clone(),
+            Arc::clone(&self.shared),
+            held.session.clone(),
             request.clone(),
             (epoch, turn),
             self.tx.clone(),
@@ -431,8 +439,8 @@ impl Connection {
     /// Barge-in: the epoch moves on, and every response of an older epoch
     /// this connection is streaming is cancelled and its request released.
     fn cancel(&mut self, epoch: u64, turn: u64) -> ServerEvent {
-        let b = match self.bound(None) {
-            Ok(b) => b,
+        let held = match self.bound(None) {
+            Ok(held) => held,
             Err(e) => return e,
         };
         let Some(next_epoch) = epoch.checked_add(1) else {
@@ -442,11 +450,11 @@ impl Connection {
                 None,
             );
         };
-        let cancelled = b.fence(epoch, turn);
-        let next = b.fence(next_epoch, turn);
+        let cancelled = held.fence(epoch, turn);
+        let next = held.fence(next_epoch, turn);
         let mut active = lock(&self.active);
-        let result = self.gw.m.with_open(&b.session, |s, _| {
-            s.check_generation(b.generation)?;
+        let result = self.shared.manager.with_open(&held.session, |s, _| {
+            s.check_generation(held.generation)?;
             let mut ids: Vec<String> = s
                 .cancel(&cancelled, &next)?
                 .iter()
@@ -462,7 +470,7 @@ impl Connection {
             Ok::<_, CoreError>(ids)
         });
         match result {
-            None => self.not_open(&b, None),
+            None => self.not_open(&held, None),
             Some(Err(e)) => self.manager_error(&Error::from(e), None),
             Some(Ok(request_ids)) => {
                 active.retain(|a| {
@@ -473,7 +481,7 @@ impl Connection {
                     }
                     !cancel
                 });
-                add(&self.gw.stats.requests_cancelled, request_ids.len());
+                add(&self.shared.stats.requests_cancelled, request_ids.len());
                 ServerEvent::Cancelled {
                     epoch: next_epoch,
                     turn,
@@ -484,21 +492,30 @@ impl Connection {
     }
 
     fn close(&mut self) -> ServerEvent {
-        let b = match self.bound(None) {
-            Ok(b) => b,
+        let held = match self.bound(None) {
+            Ok(held) => held,
             Err(e) => return e,
         };
-        let Some(fence) = self.gw.m.with_session(&b.session, |s| s.fence().clone()) else {
+        let Some(fence) = self
+            .shared
+            .manager
+            .with_session(&held.session, |s| s.fence().clone())
+        else {
             self.bound = None;
-            return self.manager_error(&Error::UnknownSession { session: b.session }, None);
+            return self.manager_error(
+                &Error::UnknownSession {
+                    session: held.session,
+                },
+                None,
+            );
         };
         // The generation is checked under the lock that closes: a resume
         // by a newer connection in between is never closed from here.
-        match self
-            .gw
-            .m
-            .close_generation(&fence, b.generation, CloseReason::ClientClose)
-        {
+        match self.shared.manager.close_generation(
+            &fence,
+            held.generation,
+            CloseReason::ClientClose,
+        ) {
             Err(e) if e.kind() == ErrorKind::GenerationMismatch => {
                 self.bound = None;
                 self.manager_error(&e, None)
@@ -510,11 +527,11 @@ impl Connection {
                     .iter()
                     .flat_map(|ids| ids.iter().map(|id| id.as_str().to_owned()))
                     .collect();
-                bump(&self.gw.stats.closed);
-                add(&self.gw.stats.requests_closed, request_ids.len());
+                bump(&self.shared.stats.closed);
+                add(&self.shared.stats.requests_closed, request_ids.len());
                 self.bound = None;
                 ServerEvent::Closed {
-                    session_id: b.session.as_str().to_owned(),
+                    session_id: held.session.as_str().to_owned(),
                     request_ids,
                 }
             }
@@ -522,7 +539,7 @@ impl Connection {
     }
 
     fn audit(&self, session_id: String) -> ServerEvent {
-        match &self.gw.audit {
+        match &self.shared.audit {
             Some(audit) => ServerEvent::Audit {
                 applied: audit.read(&session_id),
                 session_id,
@@ -547,12 +564,21 @@ impl Connection {
     /// connection already holds the session. Responses being streamed run
     /// to their end and release their requests.
     fn dropped(&self) {
-        let Some(b) = &self.bound else { return };
-        let Some(fence) = self.gw.m.with_session(&b.session, |s| s.fence().clone()) else {
+        let Some(held) = &self.bound else { return };
+        let Some(fence) = self
+            .shared
+            .manager
+            .with_session(&held.session, |s| s.fence().clone())
+        else {
             return;
         };
-        if self.gw.m.detach_generation(&fence, b.generation).is_ok() {
-            bump(&self.gw.stats.detached);
+        if self
+            .shared
+            .manager
+            .detach_generation(&fence, held.generation)
+            .is_ok()
+        {
+            bump(&self.shared.stats.detached);
         }
     }
 }
@@ -583,7 +609,7 @@ fn release_held<S: Unfinished>(s: &mut Session<S>, request: &Id) -> bool {
 /// released, unless a barge-in or a close got there first (they remove the
 /// entry from the active list and abort this task).
 async fn stream_response(
-    gw: Arc<Gateway>,
+    shared: Arc<Shared>,
     session: Id,
     request: Id,
     (epoch, turn): (u64, u64),
@@ -591,8 +617,8 @@ async fn stream_response(
     active: ActiveList,
 ) {
     let request_id = request.as_str().to_owned();
-    for index in 0..gw.config.deltas {
-        tokio::time::sleep(gw.config.delta_interval).await;
+    for index in 0..shared.config.deltas {
+        tokio::time::sleep(shared.config.delta_interval).await;
         let delta = ServerEvent::Delta {
             request_id: request_id.clone(),
             epoch,
@@ -610,13 +636,14 @@ async fn stream_response(
             return;
         };
         active.swap_remove(at);
-        let m = &gw.m;
-        m.with_open(&session, |s, _| release_held(s, &request))
-            .or_else(|| m.with_detached(&session, |s, _| release_held(s, &request)))
+        let manager = &shared.manager;
+        manager
+            .with_open(&session, |s, _| release_held(s, &request))
+            .or_else(|| manager.with_detached(&session, |s, _| release_held(s, &request)))
             .unwrap_or(false)
     };
     if released {
-        bump(&gw.stats.responses_done);
+        bump(&shared.stats.responses_done);
         let done = ServerEvent::Done {
             request_id,
             epoch,

@@ -107,7 +107,7 @@ proptest! {
             // Another client's session, which nothing below may touch (its
             // id has a character the generated ids never use).
             let (vtx, mut vrx) = mpsc::channel(256);
-            let mut victim = Connection::new(Arc::clone(&gw), vtx);
+            let mut victim = Connection::new(Arc::clone(&gw.shared), vtx);
             victim.on_text(r#"{"type":"session.open","session_id":"victim-1"}"#).await;
             victim.on_text(&append("v1")).await;
             let opened = drain(&mut vrx);
@@ -115,13 +115,13 @@ proptest! {
             prop_assert!(ok, "{:?}", opened);
 
             let (tx, mut rx) = mpsc::channel(256);
-            let mut client = Connection::new(Arc::clone(&gw), tx);
+            let mut client = Connection::new(Arc::clone(&gw.shared), tx);
             for f in &frames {
                 client.on_text(f).await;
                 let replies = drain(&mut rx);
                 // One answer per frame, except a commit, answered by its
                 // response (or an error).
-                prop_assert!(replies.len() <= 1 + 2 * gw.config.deltas as usize, "{:?}", replies);
+                prop_assert!(replies.len() <= 1 + 2 * gw.shared.config.deltas as usize, "{:?}", replies);
             }
             victim.on_text(&append("v2")).await;
             let after = drain(&mut vrx);

@@ -29,6 +29,8 @@ mod frames;
 pub mod loadgen;
 pub mod protocol;
 mod server;
+mod state;
 pub mod stats;
 
-pub use server::{Config, Gateway, Manager, StartError};
+pub use server::Gateway;
+pub use state::{Config, Manager, StartError};

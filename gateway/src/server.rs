@@ -1,14 +1,10 @@
-//! The gateway: a tokio WebSocket server over one [`SharedManager`], with
-//! the expiry reaper running as a task, and graceful shutdown.
+//! The gateway: a tokio WebSocket server over one [`SharedManager`](duplex_std::SharedManager),
+//! with the expiry reaper running as a task, and graceful shutdown.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration as StdDuration;
+use std::sync::Arc;
 
-use duplex_core::{CloseReason, Duration, LeaseConfig};
-use duplex_std::{ManagerConfig, SharedManager, TokioClock};
+use duplex_core::CloseReason;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -16,111 +12,13 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::connection::Connection;
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
-use crate::stats::{add, bump, Counters, Stats};
+use crate::state::{Config, Shared, StartError};
+use crate::stats::{add, bump, Counters};
 
-/// The manager the gateway runs: default capacities (32-byte ids, 8
-/// request resources, 8 completed appends per session), no configs.
-pub type Manager = SharedManager<TokioClock>;
-
-/// How the gateway runs.
-///
-/// ```
-/// let c = duplex_gateway::Config::default();
-/// assert_eq!(c.max_sessions, 10_000);
-/// assert!(!c.audit);
-/// ```
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Admission limit.
-    pub max_sessions: usize,
-    /// Idle TTL of every session's lease (`None`: sessions never idle out).
-    pub idle_ttl: Option<StdDuration>,
-    /// Disconnect grace: how long a dropped session waits for a resume.
-    pub grace: StdDuration,
-    /// Keep each session's applied input (event ids in order) for
-    /// `session.audit`, also after the session is gone. For load tests: the
-    /// log grows with every chunk.
-    pub audit: bool,
-    /// `response.delta` events per response.
-    pub deltas: u32,
-    /// The stand-in engine's time per delta.
-    pub delta_interval: StdDuration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            max_sessions: 10_000,
-            idle_ttl: Some(StdDuration::from_secs(300)),
-            grace: StdDuration::from_secs(30),
-            audit: false,
-            deltas: 3,
-            delta_interval: StdDuration::from_millis(5),
-        }
-    }
-}
-
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A lease duration the core refuses (zero grace, zero TTL).
-    #[error("invalid lease: {0}")]
-    Lease(duplex_core::Error),
-    /// The manager refused the configuration (zero sessions).
-    #[error("invalid manager configuration: {0}")]
-    Manager(duplex_std::Error),
-}
-
-/// One applied chunk in the audit log: `(epoch, seq, event_id)`.
-pub(crate) type Applied = (u64, u64, String);
-
-/// The audit log: applied input per session id, kept after the session
-/// is gone, sharded so sessions on different shards never contend.
-#[derive(Debug)]
-pub(crate) struct Audit {
-    shards: Vec<Mutex<HashMap<String, Vec<Applied>>>>,
-}
-
-impl Audit {
-    fn new() -> Self {
-        Audit {
-            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
-    }
-
-    fn shard(&self, session: &str) -> MutexGuard<'_, HashMap<String, Vec<Applied>>> {
-        let h = session.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        let shard = &self.shards[(h % self.shards.len() as u64) as usize];
-        shard.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn push(&self, session: &str, applied: Applied) {
-        self.shard(session)
-            .entry(session.to_owned())
-            .or_default()
-            .push(applied);
-    }
-
-    pub(crate) fn read(&self, session: &str) -> Vec<Applied> {
-        self.shard(session)
-            .get(session)
-            .cloned()
-            .unwrap_or_default()
-    }
-}
-
-/// The gateway's shared state: the manager, the counters, the audit log.
+/// A gateway: the state its connections share, and the accept loop.
 #[derive(Debug)]
 pub struct Gateway {
-    pub(crate) m: Arc<Manager>,
-    pub(crate) config: Config,
-    pub(crate) lease: LeaseConfig,
-    pub(crate) stats: Stats,
-    pub(crate) audit: Option<Audit>,
-    pub(crate) next_session: AtomicU64,
-    pub(crate) next_request: AtomicU64,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Gateway {
@@ -139,36 +37,19 @@ impl Gateway {
     /// # }
     /// ```
     pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
-        let ms = |d: StdDuration| {
-            Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        };
-        let lease = LeaseConfig::new(config.idle_ttl.map(ms), ms(config.grace))
-            .map_err(StartError::Lease)?;
-        let manager_config = ManagerConfig {
-            max_sessions: Some(config.max_sessions),
-            completed_append_limit: None,
-        };
-        let m =
-            SharedManager::new(TokioClock::new(), manager_config).map_err(StartError::Manager)?;
         Ok(Arc::new(Gateway {
-            m: Arc::new(m),
-            audit: config.audit.then(Audit::new),
-            config,
-            lease,
-            stats: Stats::default(),
-            next_session: AtomicU64::new(0),
-            next_request: AtomicU64::new(0),
+            shared: Arc::new(Shared::new(config)?),
         }))
     }
 
     /// The counters now.
     pub fn counters(&self) -> Counters {
-        self.stats.read()
+        self.shared.counters()
     }
 
     /// Sessions in the manager now.
     pub fn sessions(&self) -> usize {
-        self.m.len()
+        self.shared.manager.len()
     }
 
     /// Serves `listener` until `shutdown` resolves, then stops accepting,
@@ -192,13 +73,13 @@ impl Gateway {
     ) -> Counters {
         let (stop, stopped) = watch::channel(false);
         let reaper = {
-            let gw = Arc::clone(&self);
+            let shared = Arc::clone(&self.shared);
             let mut stopped = stopped.clone();
-            tokio::spawn(Arc::clone(&self.m).reap(
+            tokio::spawn(Arc::clone(&self.shared.manager).reap(
                 move |expiry| {
-                    bump(&gw.stats.expired);
+                    bump(&shared.stats.expired);
                     add(
-                        &gw.stats.requests_expired,
+                        &shared.stats.requests_expired,
                         expiry.submitted.len() + expiry.reserved.len(),
                     );
                     tracing::debug!(session = %expiry.session, reason = %expiry.reason, "expired");
@@ -215,11 +96,11 @@ impl Gateway {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        bump(&self.stats.connections);
-                        let gw = Arc::clone(&self);
+                        bump(&self.shared.stats.connections);
+                        let shared = Arc::clone(&self.shared);
                         let stopped = stopped.clone();
                         connections.spawn(async move {
-                            if let Err(e) = serve_connection(gw, stream, stopped).await {
+                            if let Err(e) = serve_connection(shared, stream, stopped).await {
                                 tracing::debug!(%peer, "connection: {e}");
                             }
                         });
@@ -239,13 +120,17 @@ impl Gateway {
     /// Closes every session left (shutdown): their engine requests are
     /// released.
     fn close_all(&self) {
-        for id in self.m.session_ids() {
-            let Some(fence) = self.m.with_session(&id, |s| s.fence().clone()) else {
+        for id in self.shared.manager.session_ids() {
+            let Some(fence) = self.shared.manager.with_session(&id, |s| s.fence().clone()) else {
                 continue;
             };
-            if let Ok(Some(ids)) = self.m.close(&fence, CloseReason::ExplicitClose) {
-                bump(&self.stats.shutdown_closed);
-                add(&self.stats.requests_closed, ids.len());
+            if let Ok(Some(ids)) = self
+                .shared
+                .manager
+                .close(&fence, CloseReason::ExplicitClose)
+            {
+                bump(&self.shared.stats.shutdown_closed);
+                add(&self.shared.stats.requests_closed, ids.len());
             }
         }
     }
@@ -253,7 +138,7 @@ impl Gateway {
 
 /// Accepts the WebSocket handshake and runs the connection.
 async fn serve_connection(
-    gw: Arc<Gateway>,
+    shared: Arc<Shared>,
     stream: TcpStream,
     stopped: watch::Receiver<bool>,
 ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
@@ -266,6 +151,6 @@ async fn serve_connection(
         .max_message_size(Some(MAX_FRAME))
         .max_frame_size(Some(MAX_FRAME));
     let ws = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await?;
-    Connection::run(gw, ws, stopped).await;
+    Connection::run(shared, ws, stopped).await;
     Ok(())
 }

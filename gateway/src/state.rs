@@ -1,0 +1,151 @@
+//! What every connection of a gateway shares: the manager, the settings,
+//! the counters and the audit log. The accept loop (`server`) and each
+//! connection (`connection`) both hold it; neither knows the other's
+//! insides.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration as StdDuration;
+
+use duplex_core::{Duration, LeaseConfig};
+use duplex_std::{ManagerConfig, SharedManager, TokioClock};
+
+use crate::stats::{Counters, Stats};
+
+/// The manager the gateway runs: default capacities (32-byte ids, 8
+/// request resources, 8 completed appends per session), no configs.
+pub type Manager = SharedManager<TokioClock>;
+
+/// How the gateway runs.
+///
+/// ```
+/// let c = duplex_gateway::Config::default();
+/// assert_eq!(c.max_sessions, 10_000);
+/// assert!(!c.audit);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Admission limit.
+    pub max_sessions: usize,
+    /// Idle TTL of every session's lease (`None`: sessions never idle out).
+    pub idle_ttl: Option<StdDuration>,
+    /// Disconnect grace: how long a dropped session waits for a resume.
+    pub grace: StdDuration,
+    /// Keep each session's applied input (event ids in order) for
+    /// `session.audit`, also after the session is gone. For load tests: the
+    /// log grows with every chunk.
+    pub audit: bool,
+    /// `response.delta` events per response.
+    pub deltas: u32,
+    /// The stand-in engine's time per delta.
+    pub delta_interval: StdDuration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_sessions: 10_000,
+            idle_ttl: Some(StdDuration::from_secs(300)),
+            grace: StdDuration::from_secs(30),
+            audit: false,
+            deltas: 3,
+            delta_interval: StdDuration::from_millis(5),
+        }
+    }
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A lease duration the core refuses (zero grace, zero TTL).
+    #[error("invalid lease: {0}")]
+    Lease(duplex_core::Error),
+    /// The manager refused the configuration (zero sessions).
+    #[error("invalid manager configuration: {0}")]
+    Manager(duplex_std::Error),
+}
+
+/// One applied chunk in the audit log: `(epoch, seq, event_id)`.
+pub(crate) type Applied = (u64, u64, String);
+
+/// The audit log: applied input per session id, kept after the session
+/// is gone, sharded so sessions on different shards never contend.
+#[derive(Debug)]
+pub(crate) struct Audit {
+    shards: Vec<Mutex<HashMap<String, Vec<Applied>>>>,
+}
+
+impl Audit {
+    fn new() -> Self {
+        Audit {
+            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn shard(&self, session: &str) -> MutexGuard<'_, HashMap<String, Vec<Applied>>> {
+        let h = session.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let shard = &self.shards[(h % self.shards.len() as u64) as usize];
+        shard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn push(&self, session: &str, applied: Applied) {
+        self.shard(session)
+            .entry(session.to_owned())
+            .or_default()
+            .push(applied);
+    }
+
+    pub(crate) fn read(&self, session: &str) -> Vec<Applied> {
+        self.shard(session)
+            .get(session)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The state every connection of one gateway shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) manager: Arc<Manager>,
+    pub(crate) config: Config,
+    pub(crate) lease: LeaseConfig,
+    pub(crate) stats: Stats,
+    pub(crate) audit: Option<Audit>,
+    pub(crate) next_session: AtomicU64,
+    pub(crate) next_request: AtomicU64,
+}
+
+impl Shared {
+    /// The shared state of a new gateway. Call inside a tokio runtime (the
+    /// clock is tokio's).
+    pub(crate) fn new(config: Config) -> Result<Self, StartError> {
+        let ms = |d: StdDuration| {
+            Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        };
+        let lease = LeaseConfig::new(config.idle_ttl.map(ms), ms(config.grace))
+            .map_err(StartError::Lease)?;
+        let manager_config = ManagerConfig {
+            max_sessions: Some(config.max_sessions),
+            completed_append_limit: None,
+        };
+        let manager =
+            SharedManager::new(TokioClock::new(), manager_config).map_err(StartError::Manager)?;
+        Ok(Shared {
+            manager: Arc::new(manager),
+            audit: config.audit.then(Audit::new),
+            config,
+            lease,
+            stats: Stats::default(),
+            next_session: AtomicU64::new(0),
+            next_request: AtomicU64::new(0),
+        })
+    }
+
+    /// The counters now.
+    pub(crate) fn counters(&self) -> Counters {
+        self.stats.read()
+    }
+}
