@@ -15,7 +15,9 @@
 //!
 //! `lost` counts acknowledged chunks missing from the server's log (or
 //! there at another position); `doubled` counts chunks the log holds more
-//! than once. Both must be zero.
+//! than once; `unreconciled` counts clients that could not read the log at
+//! all (the gateway went away, or runs without `--audit`), for whom the
+//! other two say nothing. All three must be zero, and so must `unexpected`.
 
 mod client;
 
@@ -68,9 +70,13 @@ impl Config {
 /// What a run saw.
 ///
 /// ```
-/// let r = duplex_gateway::loadgen::Report::default();
-/// assert!(r.ok());
+/// let mut r = duplex_gateway::loadgen::Report::default();
+/// assert!(r.ok() && r.failures().is_empty());
 /// assert!(r.line().starts_with("loadgen: clients=0 events=0 "));
+/// // A client that could not check its ledger fails the run, and says why.
+/// r.unreconciled = 1;
+/// assert!(!r.ok());
+/// assert!(r.line().contains(" unreconciled=1 "));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -108,20 +114,60 @@ pub struct Report {
     pub barge_ins: u64,
     /// Replies the protocol does not allow at that point (each is logged).
     pub unexpected: u64,
+    /// Clients that could not compare their ledger with the server's log
+    /// (the gateway went away, or runs without `--audit`): for them `lost`
+    /// and `doubled` say nothing, so the run fails.
+    pub unreconciled: u64,
+    /// Why the first of them could not.
+    pub unreconciled_why: Option<String>,
 }
 
 impl Report {
-    /// `lost = 0` and `doubled = 0`.
+    /// Every client reconciled its ledger with the server's log, nothing
+    /// acknowledged was lost, nothing was applied twice, and every reply was
+    /// one the protocol allows.
     pub fn ok(&self) -> bool {
-        self.lost == 0 && self.doubled == 0
+        self.lost == 0 && self.doubled == 0 && self.unreconciled == 0 && self.unexpected == 0
+    }
+
+    /// Why the run failed, one reason a line; empty if it passed.
+    pub fn failures(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.unreconciled > 0 {
+            why.push(format!(
+                "{} of {} clients could not reconcile their ledger with the server: {}",
+                self.unreconciled,
+                self.clients,
+                self.unreconciled_why.as_deref().unwrap_or("unknown")
+            ));
+        }
+        if self.lost > 0 {
+            why.push(format!(
+                "{} acknowledged chunks are missing from the server's log",
+                self.lost
+            ));
+        }
+        if self.doubled > 0 {
+            why.push(format!(
+                "{} chunks were applied more than once",
+                self.doubled
+            ));
+        }
+        if self.unexpected > 0 {
+            why.push(format!(
+                "{} replies the protocol does not allow at that point (logged as warnings)",
+                self.unexpected
+            ));
+        }
+        why
     }
 
     /// The last line of a run.
     pub fn line(&self) -> String {
         format!(
-            "loadgen: clients={} events={} appended={} duplicates={} stale_refused={} reconnects={} expired={} lost={} doubled={} p50_us={} p99_us={}",
+            "loadgen: clients={} events={} appended={} duplicates={} stale_refused={} reconnects={} expired={} lost={} doubled={} unreconciled={} p50_us={} p99_us={}",
             self.clients, self.events, self.appended, self.duplicates, self.stale_refused,
-            self.reconnects, self.expired, self.lost, self.doubled, self.p50_us, self.p99_us
+            self.reconnects, self.expired, self.lost, self.doubled, self.unreconciled, self.p50_us, self.p99_us
         )
     }
 
@@ -210,7 +256,10 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
             }
             Err(e) => {
                 tracing::error!("client task failed: {e}");
-                tally.unexpected += 1;
+                tally.unreconciled += 1;
+                tally
+                    .unreconciled_why
+                    .get_or_insert(format!("a client task failed: {e}"));
             }
         }
     }
@@ -238,5 +287,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         responses: tally.responses,
         barge_ins: tally.barge_ins,
         unexpected: tally.unexpected,
+        unreconciled: tally.unreconciled,
+        unreconciled_why: tally.unreconciled_why,
     })
 }

@@ -332,6 +332,8 @@ async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
     println!("{}\n{}", report.detail(), report.line());
     assert_eq!((report.lost, report.doubled), (0, 0), "{}", report.line());
     assert_eq!(report.unexpected, 0, "{}", report.detail());
+    assert_eq!(report.unreconciled, 0, "{:?}", report.failures());
+    assert!(report.ok());
     // Every fault happened.
     assert!(report.reconnects > 0 && report.expired > 0 && report.duplicates > 0);
     assert!(report.stale_refused > 0 && report.generation_refused > 0);
@@ -453,6 +455,29 @@ async fn a_superseded_socket_cannot_close_the_session_it_lost() {
     ));
     send(&mut new, json!({"type": "session.close"})).await;
     assert!(matches!(reply(&mut new).await, ServerEvent::Closed { .. }));
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// A load run cannot pass without checking: against a gateway that keeps no
+/// audit log, no client can reconcile its ledger, and the run fails with
+/// that reason instead of reporting `lost=0 doubled=0` as a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_run_that_cannot_reconcile_fails() {
+    let config = Config {
+        audit: false,
+        ..audit_config()
+    };
+    let (_gw, url, stop, server) = start(config).await;
+    let mut load = loadgen::Config::new(url, 4, Duration::from_millis(300));
+    load.faults = false;
+    let report: Report = loadgen::run(load).await.expect("loopback url");
+    assert!(report.appended > 0, "{}", report.line());
+    assert_eq!(report.unreconciled, 4, "{}", report.line());
+    assert!(!report.ok());
+    let failures = report.failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].contains("audit_disabled"), "{failures:?}");
     let _ = stop.send(());
     server.await.expect("server");
 }

@@ -1,7 +1,8 @@
 //! `duplex-loadgen`: N WebSocket clients against a running `duplex-gateway`
 //! (started with `--audit`) on loopback, with real disconnects; reconciles
-//! every client's ledger with the server's log. Exits 1 unless `lost=0` and
-//! `doubled=0`.
+//! every client's ledger with the server's log. Exits 1, saying why, unless
+//! every client reconciled (`unreconciled=0`), `lost=0`, `doubled=0` and no
+//! reply was unexpected.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -63,7 +64,11 @@ async fn main() -> ExitCode {
         Ok(report) => {
             println!("{}", report.detail());
             println!("{}", report.line());
-            if report.ok() {
+            let failures = report.failures();
+            for why in &failures {
+                eprintln!("duplex-loadgen: FAILED: {why}");
+            }
+            if failures.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -42,6 +42,34 @@ const CHUNK_BYTES: usize = 640;
 #[derive(Debug)]
 pub(super) struct Gone;
 
+/// Why a client could not compare its ledger with the server's log: then
+/// nothing can be said about what was lost or applied twice, and the run
+/// fails.
+#[derive(Debug)]
+pub(super) enum Unreconciled {
+    /// The gateway went away before the ledger was checked.
+    Gone,
+    /// The gateway refused the audit (it runs without `--audit`).
+    Refused(String),
+}
+
+impl From<Gone> for Unreconciled {
+    fn from(Gone: Gone) -> Self {
+        Unreconciled::Gone
+    }
+}
+
+impl std::fmt::Display for Unreconciled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreconciled::Gone => {
+                f.write_str("the gateway went away before the ledger was checked")
+            }
+            Unreconciled::Refused(why) => write!(f, "the gateway refused the audit: {why}"),
+        }
+    }
+}
+
 type Ws = WebSocketStream<TcpStream>;
 
 /// A client's counts; merged into the run's report.
@@ -61,6 +89,9 @@ pub(super) struct Tally {
     pub(super) responses: u64,
     pub(super) barge_ins: u64,
     pub(super) unexpected: u64,
+    pub(super) unreconciled: u64,
+    /// The first reason a client could not reconcile.
+    pub(super) unreconciled_why: Option<String>,
 }
 
 impl Tally {
@@ -79,6 +110,10 @@ impl Tally {
         self.responses += o.responses;
         self.barge_ins += o.barge_ins;
         self.unexpected += o.unexpected;
+        self.unreconciled += o.unreconciled;
+        if self.unreconciled_why.is_none() {
+            self.unreconciled_why.clone_from(&o.unreconciled_why);
+        }
     }
 }
 
@@ -178,9 +213,10 @@ impl Client {
                 self.ws = None;
             }
         }
-        if self.finish().await.is_err() {
-            tracing::warn!(client = self.idx, "could not reconcile");
-            self.tally.unexpected += 1;
+        if let Err(why) = self.finish().await {
+            tracing::warn!(client = self.idx, "could not reconcile: {why}");
+            self.tally.unreconciled += 1;
+            self.tally.unreconciled_why.get_or_insert(why.to_string());
         }
         self.tally.sessions = self.sessions.len() as u64;
         (self.tally, self.latencies)
@@ -534,7 +570,7 @@ impl Client {
 
     /// Closes the session and reconciles the ledger with the server's log
     /// of every session this client used.
-    async fn finish(&mut self) -> Result<(), Gone> {
+    async fn finish(&mut self) -> Result<(), Unreconciled> {
         if self.ws.is_none() {
             self.connect().await?;
             if self.held.is_some() {
@@ -567,7 +603,13 @@ impl Client {
                         });
                     }
                 }
-                other => self.unexpected("session.audit", &other),
+                ServerEvent::Error { kind, message, .. } => {
+                    return Err(Unreconciled::Refused(format!("{kind}: {message}")));
+                }
+                other => {
+                    self.unexpected("session.audit", &other);
+                    return Err(Unreconciled::Refused(format!("{other:?}")));
+                }
             }
         }
         for (event_id, times) in &applied {
