@@ -26,8 +26,25 @@ pub(crate) struct FenceArg<'py> {
 impl<'py> FenceArg<'py> {
     /// Reads `object` as a fence: its five attributes in one call of an
     /// `operator.attrgetter` (one crossing instead of five).
+    /// An object without a fence's attributes is refused with `TypeError`
+    /// (an argument of the wrong type), not the `AttributeError` of the
+    /// first attribute it lacks.
     pub(crate) fn read(object: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Self::read_attributes(object).map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
+        Self::read_attributes(object).map_err(|e| {
+            let py = object.py();
+            if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) {
+                let type_name = object
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+                let refused = PyTypeError::new_err(format!(
+                    "fence must be a DuplexFence (session_id, epoch, turn_id, response_seq, incarnation), got {type_name}"
+                ));
+                refused.set_cause(py, Some(e));
+                return with_kind(refused, crate::args::INVALID_ARGUMENT);
+            }
+            ensure_kind(e, crate::args::INVALID_ARGUMENT)
+        })
     }
 
     fn read_attributes(object: &Bound<'py, PyAny>) -> PyResult<Self> {

@@ -97,9 +97,10 @@ impl PyManager {
 #[pymethods]
 impl PyManager {
     /// A manager. `clock` returns float seconds (default `time.monotonic`);
-    /// `completed_append_limit` is the seed's 256 by default; `profile` is
-    /// `"server"` (real sizes, the default) or `"conformance"` (the traces'
-    /// sizes, whose window is 8: pass `completed_append_limit` of at most 8).
+    /// `completed_append_limit` is the seed's 256 by default (the profile's
+    /// window when that is smaller); `profile` is `"server"` (real sizes,
+    /// the default) or `"conformance"` (the traces' sizes, whose window is
+    /// 8).
     #[new]
     // The defaults are applied in the body, so that a value of the wrong
     // type is refused with `.kind`; the signature shows the seed's.
@@ -122,10 +123,10 @@ impl PyManager {
             .filter(|v| !v.is_none())
             .map(|v| config_int(v, "max_sessions"))
             .transpose()?;
-        let completed_append_limit = match completed_append_limit.filter(|v| !v.is_none()) {
-            Some(v) => config_int(v, "completed_append_limit")?,
-            None => 256,
-        };
+        let completed_append_limit = completed_append_limit
+            .filter(|v| !v.is_none())
+            .map(|v| config_int(v, "completed_append_limit"))
+            .transpose()?;
         let profile = match profile.filter(|v| !v.is_none()) {
             Some(v) => args::text(v, "profile").map_err(|e| with_kind(e, "invalid_config"))?,
             None => "server",
@@ -147,7 +148,10 @@ impl PyManager {
             None => None,
         };
         let capacity = profile.completed();
-        let limit = completed_append_limit;
+        // The seed's 256 on the server profile; a profile's own window
+        // when it is smaller (the conformance profile's 8).
+        let limit = completed_append_limit
+            .unwrap_or_else(|| i64::try_from(capacity.min(256)).unwrap_or(256));
         if limit <= 0 {
             return Err(invalid("completed_append_limit must be positive".into()));
         }
@@ -159,6 +163,16 @@ impl PyManager {
             )));
         }
         let clock = match clock.filter(|c| !c.is_none(py)) {
+            // Checked now, not at the first open: a clock is called.
+            Some(c) if !c.bind(py).is_callable() => {
+                return Err(with_kind(
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "clock must be a callable returning float seconds, got {}",
+                        c.bind(py).get_type().name()?
+                    )),
+                    "invalid_config",
+                ))
+            }
             Some(c) => c,
             None => py.import("time")?.getattr("monotonic")?.unbind(),
         };
@@ -452,6 +466,19 @@ impl PyManager {
     /// How many sessions the manager holds (Closing ones included).
     fn __len__(&self, py: Python<'_>) -> usize {
         self.table(py).len()
+    }
+
+    /// Profile, sessions held and limits.
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let max = self
+            .max_sessions
+            .map_or_else(|| "None".to_owned(), |n| n.to_string());
+        format!(
+            "<DuplexSessionRuntimeManager profile='{}' sessions={} max_sessions={max} completed_append_limit={}>",
+            self.profile.name(),
+            self.table(py).len(),
+            self.completed_limit
+        )
     }
 }
 

@@ -592,7 +592,11 @@ impl PySession {
         PyList::new(py, ids)
     }
 
-    /// Finalizes a closing session (accepting `fence` first, if given).
+    /// The seed's `close`: accepts `fence` first, if given, then releases
+    /// every request the session holds and returns their ids, each once
+    /// (a second call returns none). An open or detached session stays
+    /// open or detached, as in the seed; a closing one is finalized; a
+    /// finalized one holds nothing.
     #[pyo3(signature = (fence = None))]
     fn close<'py>(
         &self,
@@ -602,7 +606,19 @@ impl PySession {
         if let Some(fence) = fence.filter(|f| !f.is_none()) {
             self.accept_fence(py, fence)?;
         }
-        self.finalize_close(py)
+        let mut inner = self.lock(py);
+        let ids: Vec<String> = match PySession::kind(&inner) {
+            StateKind::Closing => self.finalize_locked(py, &mut inner)?,
+            StateKind::Closed => Vec::new(),
+            StateKind::Open | StateKind::Detached => {
+                let core = inner.core.as_mut().ok_or_else(gone)?;
+                on!(core, s => s.release_all().map(|ids| {
+                    ids.iter().map(|id| id.as_str().to_owned()).collect()
+                }))
+                .map_err(|e| core_error(e, self.cx(py)))?
+            }
+        };
+        PyList::new(py, ids)
     }
 
     /// Begin closing and finalize; False if the session was already closing.

@@ -115,6 +115,27 @@ impl PySession {
 
     // ----- identity and views -------------------------------------------
 
+    /// Id, state, fence position, lease generation, input sequence and the
+    /// number of requests held: what a log line or a debugger needs.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let id = self.session_id.bind(py).repr()?;
+        let (epoch, turn) = self.epoch_turn(py).unwrap_or_default();
+        let input_seq = self.counters(py).map_or(0, |f| f.input_seq);
+        let inner = self.lock(py);
+        let state = PySession::kind(&inner);
+        let (generation, requests) = match inner.core.as_ref() {
+            Some(core) => on!(core, s => (
+                s.lease_generation(),
+                s.resource_request_ids(None, None).map_or(0, |ids| ids.len()),
+            )),
+            None => (inner.closed.as_ref().map_or(0, |c| c.generation), 0),
+        };
+        Ok(format!(
+            "<DuplexSessionRuntimeState {id} {state} epoch={epoch} turn={turn} \
+             lease_generation={generation} input_seq={input_seq} requests={requests}>"
+        ))
+    }
+
     /// The session id.
     #[getter]
     fn session_id(&self, py: Python<'_>) -> Py<PyString> {

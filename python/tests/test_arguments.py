@@ -118,7 +118,7 @@ def test_configuration_of_the_wrong_type(clock, fence):
 
 
 def test_fences_and_reservations_that_are_not_them(session, fence):
-    refused(AttributeError, "invalid_argument", lambda: session.append_input(mode=AUDIO, fence=object()))
+    refused(TypeError, "invalid_argument", lambda: session.append_input(mode=AUDIO, fence=object()))
     refused(AttributeError, "invalid_argument", lambda: session.commit_append(object()))
     reservation = session.prepare_append(mode=AUDIO, fence=fence)
     forged = type("Forged", (), {name: getattr(reservation, name) for name in (

@@ -207,7 +207,7 @@ def test_threads_share_a_manager_without_corruption():
 
 def test_the_conformance_profile_has_the_traces_sizes(clock):
     with pytest.raises(ValueError) as e:
-        d.DuplexSessionRuntimeManager(clock=clock, profile="conformance")  # the seed's 256 > 8
+        d.DuplexSessionRuntimeManager(clock=clock, completed_append_limit=256, profile="conformance")
     assert e.value.kind == "invalid_config"
     m = d.DuplexSessionRuntimeManager(clock=clock, completed_append_limit=8, profile="conformance")
     assert m.profile == "conformance"

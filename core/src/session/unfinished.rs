@@ -473,6 +473,27 @@ impl<
         self.requests.remove_where(|id, _| released(id));
     }
 
+    /// Returns every request id the session holds (unique, reservation
+    /// order), then drops every resource and binding; the state does not
+    /// change. Each id comes back once: a second call returns none.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("a")?)?;
+    /// s.reserve(&f, 1, &Id::new("b")?)?;
+    /// assert_eq!(s.release_all().len(), 2);
+    /// assert!(s.release_all().is_empty());
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn release_all(&mut self) -> RequestIds<L, R>
+    where
+        S: Unfinished,
+    {
+        self.requests.drain()
+    }
+
     /// Returns the unique request ids held at exactly `fence`, then drops
     /// those resources and bindings. No fence validation.
     ///

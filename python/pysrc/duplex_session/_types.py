@@ -159,9 +159,25 @@ class DuplexLeaseConfig:
     disconnect_grace_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.idle_ttl_s is not None and not self.idle_ttl_s > 0:
+        # A value that cannot be compared with 0 is a configuration error
+        # too: it names the field and what was expected, instead of the
+        # comparison's bare "'>' not supported". Whatever the seed accepts
+        # is accepted.
+        try:
+            ttl_ok = self.idle_ttl_s is None or self.idle_ttl_s > 0
+        except TypeError:
+            raise _error(
+                TypeError, f"idle_ttl_s must be a number of seconds or None, got {type(self.idle_ttl_s).__name__}", "invalid_config"
+            ) from None
+        if not ttl_ok:
             raise _error(ValueError, "idle_ttl_s must be positive or null", "invalid_config")
-        if not self.disconnect_grace_s > 0:
+        try:
+            grace_ok = self.disconnect_grace_s > 0
+        except TypeError:
+            raise _error(
+                TypeError, f"disconnect_grace_s must be a number of seconds, got {type(self.disconnect_grace_s).__name__}", "invalid_config"
+            ) from None
+        if not grace_ok:
             raise _error(ValueError, "disconnect_grace_s must be positive", "invalid_config")
 
 

@@ -437,6 +437,26 @@ impl<
         unfinished!(&mut self.typed, "release", s => { s.release_where(released); Ok(()) })
     }
 
+    /// Returns every request id the session holds, then drops them all
+    /// (Open, Detached, Closing); the state does not change.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongState`] for a closed session.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&f, 0, &Id::new("r")?)?;
+    /// assert_eq!(s.release_all()?.len(), 1);
+    /// assert_eq!(s.kind(), StateKind::Open);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn release_all(&mut self) -> Result<RequestIds<L, R>, Error> {
+        unfinished!(&mut self.typed, "release_all", s => Ok(s.release_all()))
+    }
+
     /// Returns and drops the requests held at exactly `fence` (Open,
     /// Detached, Closing; no fence validation).
     ///
