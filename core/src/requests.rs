@@ -565,9 +565,17 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
 
     /// Returns every unique id, then drops everything.
     pub(crate) fn drain(&mut self) -> RequestIds<L, R> {
-        let ids = RequestIds::collect(self.resource_ids(None, None));
+        let mut ids = RequestIds::new();
+        self.drain_into(&mut ids);
+        ids
+    }
+
+    /// Replaces `ids` with every unique id, then drops everything (built
+    /// where the caller keeps it, without moving the list).
+    #[inline]
+    pub(crate) fn drain_into(&mut self, ids: &mut RequestIds<L, R>) {
+        ids.refill(self.resource_ids(None, None));
         self.len = 0;
         self.bound = 0;
-        ids
     }
 }

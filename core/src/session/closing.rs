@@ -34,13 +34,26 @@ impl<
     where
         S: Finalizable,
     {
+        let (ids, reason) = self.finalize_in_place();
+        (self.into_state(Closed::new(reason)), ids)
+    }
+
+    /// What finalizing does to the session, where it sits: releases every
+    /// request and forgets the completed appends; returns the released ids
+    /// and the reason the session is closing. The caller then moves it to
+    /// `Closed` ([`finalize`](Self::finalize)) or marks it closed
+    /// (`AnySession::finalize`).
+    pub(crate) fn finalize_in_place(&mut self) -> (RequestIds<L, R>, CloseReason)
+    where
+        S: Finalizable,
+    {
         let ids = self.requests.drain();
         self.completed.clear();
         let reason = self
             .state
             .close_reason()
             .unwrap_or(CloseReason::ExplicitClose);
-        (self.into_state(Closed::new(reason)), ids)
+        (ids, reason)
     }
 }
 

@@ -507,14 +507,37 @@ impl<
     where
         S: Live,
     {
-        let mut session = self.guarded(|s| s.accept(fence))?;
-        session.lease.mark_closing();
-        let ids = session.requests.drain();
-        session.completed.clear();
-        Ok((session.into_state(Closed::new(reason)), ids))
+        let mut session = self;
+        let mut ids = RequestIds::new();
+        match session.close_in_place(fence, &mut ids) {
+            Ok(()) => Ok((session.into_state(Closed::new(reason)), ids)),
+            Err(error) => Err(Rejected { error, session }),
+        }
     }
 
     /// Marks the lease closing and moves to `Closing` with `reason`.
+    /// What a close does to the session, where it sits: accepts `fence`
+    /// (the only step that can fail, and it changes nothing when it does),
+    /// bumps the lease generation and ends every operation, releases every
+    /// request into `released` and forgets the completed appends. The
+    /// caller then moves the session to `Closed` ([`close`](Self::close))
+    /// or marks it closed (`AnySession::close_into`).
+    #[inline]
+    pub(crate) fn close_in_place(
+        &mut self,
+        fence: &Fence<L>,
+        released: &mut RequestIds<L, R>,
+    ) -> Result<(), Error>
+    where
+        S: Live,
+    {
+        self.accept(fence)?;
+        self.lease.mark_closing();
+        self.requests.drain_into(released);
+        self.completed.clear();
+        Ok(())
+    }
+
     pub(super) fn close_now(
         mut self,
         reason: CloseReason,

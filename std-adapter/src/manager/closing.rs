@@ -147,13 +147,23 @@ impl<
             return Ok(None);
         }
         let from = s.kind();
-        let released = generation
+        // Built in place in the value returned (a few hundred bytes not
+        // moved).
+        let mut released = Some(RequestIds::new());
+        let closed = generation
             .map_or(Ok(()), |g| s.check_generation(g))
-            .and_then(|()| s.close(fence, reason))
-            .inspect_err(|e| metrics::refused(e.kind()))?;
+            .and_then(|()| {
+                released
+                    .as_mut()
+                    .map_or(Ok(()), |ids| s.close_into(fence, reason, ids))
+            });
+        if let Err(e) = closed {
+            metrics::refused(e.kind());
+            return Err(e.into());
+        }
         tracing::debug!(session = %fence.session, %reason, "state={from}=>closed");
         self.vacate(slot, hash, from);
-        Ok(Some(released))
+        Ok(released)
     }
 
     /// Finalizes a closing session: removes it and returns every request id

@@ -366,8 +366,8 @@ impl<
         let options = options.completed_limit(self.completed_limit);
         let now = self.clock.now();
         let (slot, grew) = self.table.insert(hash, |entry| {
-            if let Some(s) = entry.as_mut().and_then(AnySession::as_open_mut) {
-                // A reused slot whose last session was open: in place.
+            if let Some(s) = entry.as_mut() {
+                // A reused slot: its storage becomes the new session.
                 s.recycle(fence, options, now)?;
             } else {
                 let session = Session::open_with_capacities(fence, options, now)?;

@@ -294,7 +294,7 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
                 .close(&f, inp.reason())
                 .map_or(20, |ids| ids.len() as u64),
         };
-        acc ^= u64::from(any.as_open().is_some()) ^ u64::from(any.as_closed().is_some());
+        acc ^= u64::from(any.as_open().is_some()) ^ any.close_reason().map_or(21, |r| r as u64);
     }
     acc ^ (any.kind() == StateKind::Closed) as u64
 }

@@ -17,16 +17,32 @@ use crate::session::state::Closing;
 use crate::session::Session;
 use crate::time::Instant;
 
+/// The state of a typed session that is not closed (`None`: closed).
+fn state_of<
+    SC,
+    RC,
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+>(
+    typed: Option<&Typed<SC, RC, R, B, D, A, L, K>>,
+) -> crate::session::state::StateKind {
+    typed.map_or(crate::session::state::StateKind::Closed, Typed::kind)
+}
+
 /// Runs `$body` on a live session (Open or Detached), or fails with
 /// `wrong_state`.
 macro_rules! live {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            Typed::Open($s) => $body,
-            Typed::Detached($s) => $body,
+            Some(Typed::Open($s, _)) => $body,
+            Some(Typed::Detached($s, _)) => $body,
             other => Err(Error::WrongState {
                 operation: $op,
-                state: other.kind(),
+                state: state_of(other.as_deref()),
             }),
         }
     };
@@ -37,12 +53,12 @@ macro_rules! live {
 macro_rules! unfinished {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            Typed::Open($s) => $body,
-            Typed::Detached($s) => $body,
-            Typed::Closing($s) => $body,
-            other @ (Typed::Closed(_) | Typed::Vacant(_)) => Err(Error::WrongState {
+            Some(Typed::Open($s, _)) => $body,
+            Some(Typed::Detached($s, _)) => $body,
+            Some(Typed::Closing($s, _)) => $body,
+            other => Err(Error::WrongState {
                 operation: $op,
-                state: other.kind(),
+                state: state_of(other.as_deref()),
             }),
         }
     };
@@ -52,10 +68,10 @@ macro_rules! unfinished {
 macro_rules! open {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
-            Typed::Open($s) => $body,
+            Some(Typed::Open($s, _)) => $body,
             other => Err(Error::WrongState {
                 operation: $op,
-                state: other.kind(),
+                state: state_of(other.as_deref()),
             }),
         }
     };
@@ -82,9 +98,9 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn deadline(&self) -> Option<Instant> {
-        match &self.typed {
-            Typed::Open(s) => s.deadline(),
-            Typed::Detached(s) => s.deadline(),
+        match self.unclosed() {
+            Some(Typed::Open(s, _)) => s.deadline(),
+            Some(Typed::Detached(s, _)) => s.deadline(),
             _ => None,
         }
     }
@@ -98,9 +114,9 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn due(&self, now: Instant) -> Option<CloseReason> {
-        match &self.typed {
-            Typed::Open(s) => s.due(now),
-            Typed::Detached(s) => s.due(now),
+        match self.unclosed() {
+            Some(Typed::Open(s, _)) => s.due(now),
+            Some(Typed::Detached(s, _)) => s.due(now),
             _ => None,
         }
     }
@@ -124,7 +140,7 @@ impl<
         activity: Activity,
         now: Instant,
     ) -> Result<(), Error> {
-        live!(&mut self.typed, "touch", s => s.touch(fence, activity, now))
+        live!(self.unclosed_mut(), "touch", s => s.touch(fence, activity, now))
     }
 
     /// The client went away (Open → Detached).
@@ -136,8 +152,11 @@ impl<
     ///
     /// See the type-level example.
     pub fn detach(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error> {
+        self.refuse_closed("detach")?;
         self.transition(|typed| match typed {
-            Typed::Open(s) => Typed::settle(s.detach(fence, now).map(|d| (d, ())), Typed::Open),
+            Typed::Open(s, _) => Typed::settle(s.detach(fence, now).map(|d| (d, ())), |s| {
+                Typed::Open(s, None)
+            }),
             other => other.refuse("detach"),
         })
     }
@@ -157,10 +176,15 @@ impl<
         expected_generation: u64,
         now: Instant,
     ) -> Result<u64, Error> {
+        self.refuse_closed("resume")?;
         self.transition(|typed| match typed {
-            Typed::Open(s) => Typed::settle(s.resume(fence, expected_generation, now), Typed::Open),
-            Typed::Detached(s) => {
-                Typed::settle(s.resume(fence, expected_generation, now), Typed::Detached)
+            Typed::Open(s, _) => Typed::settle(s.resume(fence, expected_generation, now), |s| {
+                Typed::Open(s, None)
+            }),
+            Typed::Detached(s, _) => {
+                Typed::settle(s.resume(fence, expected_generation, now), |s| {
+                    Typed::Detached(s, None)
+                })
             }
             other => other.refuse("resume"),
         })
@@ -186,7 +210,7 @@ impl<
         op: &Id<L>,
         now: Instant,
     ) -> Result<(), Error> {
-        open!(&mut self.typed, "begin_operation", s => s.begin_operation(fence, op, now))
+        open!(self.unclosed_mut(), "begin_operation", s => s.begin_operation(fence, op, now))
     }
 
     /// Ends a lease operation (Open, Detached).
@@ -202,7 +226,7 @@ impl<
         op: &Id<L>,
         now: Instant,
     ) -> Result<(), Error> {
-        live!(&mut self.typed, "end_operation", s => s.end_operation(fence, op, now))
+        live!(self.unclosed_mut(), "end_operation", s => s.end_operation(fence, op, now))
     }
 
     /// Phase one of an append (Open).
@@ -224,7 +248,7 @@ impl<
         fence: &Fence<L>,
         mode: InputMode,
     ) -> Result<Reservation<L>, Error> {
-        open!(&self.typed, "prepare_append", s => s.prepare_append(fence, mode))
+        open!(self.unclosed(), "prepare_append", s => s.prepare_append(fence, mode))
     }
 
     /// Appends input (Open).
@@ -235,7 +259,7 @@ impl<
     ///
     /// See the type-level example.
     pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
-        open!(&mut self.typed, "append", s => s.append(fence, mode))
+        open!(self.unclosed_mut(), "append", s => s.append(fence, mode))
     }
 
     /// Phase two of an append (Open, Detached).
@@ -246,7 +270,7 @@ impl<
     ///
     /// See [`prepare_append`](Self::prepare_append).
     pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error> {
-        live!(&mut self.typed, "commit_append", s => s.commit_append(reservation))
+        live!(self.unclosed_mut(), "commit_append", s => s.commit_append(reservation))
     }
 
     /// Looks up a completed append (Open, Detached).
@@ -271,7 +295,7 @@ impl<
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
-        live!(&self.typed, "completed", s => s.completed(fence, op, mode, finality))
+        live!(self.unclosed(), "completed", s => s.completed(fence, op, mode, finality))
     }
 
     /// Records a completed append (Open, Detached).
@@ -289,7 +313,7 @@ impl<
         finality: Finality,
         results: &[i64],
     ) -> Result<(), Error> {
-        live!(&mut self.typed, "record_completed", s => s.record_completed(fence, op, mode, finality, results))
+        live!(self.unclosed_mut(), "record_completed", s => s.record_completed(fence, op, mode, finality, results))
     }
 
     /// Reserves a stage request (Open, Detached).
@@ -307,7 +331,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
-        live!(&mut self.typed, "reserve", s => s.reserve(fence, stage, request))
+        live!(self.unclosed_mut(), "reserve", s => s.reserve(fence, stage, request))
     }
 
     /// Binds a stage request (Open, Detached).
@@ -325,7 +349,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
-        live!(&mut self.typed, "bind", s => s.bind(fence, stage, request))
+        live!(self.unclosed_mut(), "bind", s => s.bind(fence, stage, request))
     }
 
     /// Validates and accepts a fence (Open, Detached).
@@ -343,7 +367,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error> {
-        live!(&mut self.typed, "accept_fence", s => s.accept_fence(fence))
+        live!(self.unclosed_mut(), "accept_fence", s => s.accept_fence(fence))
     }
 
     /// Barge-in (Open, Detached): see [`Session::cancel`](crate::Session::cancel).
@@ -365,7 +389,7 @@ impl<
         cancelled: &Fence<L>,
         next: &Fence<L>,
     ) -> Result<RequestIds<L, R>, Error> {
-        live!(&mut self.typed, "cancel", s => s.cancel(cancelled, next))
+        live!(self.unclosed_mut(), "cancel", s => s.cancel(cancelled, next))
     }
 
     /// Publishes new configurations (Open, Detached); returns the config
@@ -387,7 +411,7 @@ impl<
         session_config: Option<SC>,
         runtime_config: Option<RC>,
     ) -> Result<u64, Error> {
-        live!(&mut self.typed, "replace_configs", s => Ok(s.replace_configs(session_config, runtime_config)))
+        live!(self.unclosed_mut(), "replace_configs", s => Ok(s.replace_configs(session_config, runtime_config)))
     }
 
     /// Request ids of the stage bindings (Open, Detached, Closing).
@@ -398,7 +422,7 @@ impl<
     ///
     /// See [`bind`](Self::bind).
     pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(&self.typed, "stage_request_ids", s => Ok(RequestIds::collect(s.stage_request_ids(fence))))
+        unfinished!(self.unclosed(), "stage_request_ids", s => Ok(RequestIds::collect(s.stage_request_ids(fence))))
     }
 
     /// Unique request ids of the resources (Open, Detached, Closing).
@@ -414,7 +438,7 @@ impl<
         fence: Option<&Fence<L>>,
         state: Option<RequestState>,
     ) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(&self.typed, "resource_request_ids", s => Ok(RequestIds::collect(s.resource_request_ids(fence, state))))
+        unfinished!(self.unclosed(), "resource_request_ids", s => Ok(RequestIds::collect(s.resource_request_ids(fence, state))))
     }
 
     /// Drops the bindings and resources whose request id satisfies
@@ -434,7 +458,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool) -> Result<(), Error> {
-        unfinished!(&mut self.typed, "release", s => { s.release_where(released); Ok(()) })
+        unfinished!(self.unclosed_mut(), "release", s => { s.release_where(released); Ok(()) })
     }
 
     /// Returns every request id the session holds, then drops them all
@@ -454,7 +478,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_all(&mut self) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(&mut self.typed, "release_all", s => Ok(s.release_all()))
+        unfinished!(self.unclosed_mut(), "release_all", s => Ok(s.release_all()))
     }
 
     /// Returns and drops the requests held at exactly `fence` (Open,
@@ -473,7 +497,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_fence(&mut self, fence: &Fence<L>) -> Result<RequestIds<L, R>, Error> {
-        unfinished!(&mut self.typed, "release_fence", s => Ok(s.release_fence(fence)))
+        unfinished!(self.unclosed_mut(), "release_fence", s => Ok(s.release_fence(fence)))
     }
 
     /// Starts closing (Open, Detached → Closing; on Closing the fence is
@@ -488,19 +512,24 @@ impl<
     ///
     /// See [`as_closing`](Self::as_closing).
     pub fn begin_close(&mut self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error> {
+        self.refuse_closed("begin_close")?;
         self.transition(|typed| match typed {
-            Typed::Open(s) => {
-                Typed::settle(s.begin_close(fence, reason).map(|c| (c, ())), Typed::Open)
+            Typed::Open(s, _) => {
+                Typed::settle(s.begin_close(fence, reason).map(|c| (c, ())), |s| {
+                    Typed::Open(s, None)
+                })
             }
-            Typed::Detached(s) => Typed::settle(
-                s.begin_close(fence, reason).map(|c| (c, ())),
-                Typed::Detached,
-            ),
-            Typed::Closing(s) => Typed::settle(
-                s.begin_close(fence, reason).map(|c| (c, ())),
-                Typed::Closing,
-            ),
-            other => other.refuse("begin_close"),
+            Typed::Detached(s, _) => {
+                Typed::settle(s.begin_close(fence, reason).map(|c| (c, ())), |s| {
+                    Typed::Detached(s, None)
+                })
+            }
+            Typed::Closing(s, _) => {
+                Typed::settle(s.begin_close(fence, reason).map(|c| (c, ())), |s| {
+                    Typed::Closing(s, None)
+                })
+            }
+            other @ Typed::Vacant(_) => other.refuse("begin_close"),
         })
     }
 
@@ -530,8 +559,8 @@ impl<
             .resource_request_ids(None, Some(RequestState::Reserved))
             .ok()?;
         let reason = self.transition(|typed| match typed {
-            Typed::Open(s) => Typed::expired(s.expire(now), Typed::Open),
-            Typed::Detached(s) => Typed::expired(s.expire(now), Typed::Detached),
+            Typed::Open(s, _) => Typed::expired(s.expire(now), |s| Typed::Open(s, None)),
+            Typed::Detached(s, _) => Typed::expired(s.expire(now), |s| Typed::Detached(s, None)),
             other => (other, None),
         })?;
         Some(Expiry {
@@ -563,35 +592,108 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn finalize(&mut self) -> Result<RequestIds<L, R>, Error> {
-        self.transition(|typed| match typed {
-            Typed::Closing(s) => {
-                let (closed, ids) = s.finalize();
-                (Typed::Closed(closed), Ok(ids))
+        let (ids, reason) = match self.unclosed_mut() {
+            Some(Typed::Closing(s, _)) => s.finalize_in_place(),
+            other => {
+                let state = state_of(other.as_deref());
+                return Err(Error::WrongState {
+                    operation: "finalize",
+                    state,
+                });
             }
-            other => other.refuse("finalize"),
-        })
+        };
+        self.mark_closed(reason);
+        Ok(ids)
     }
 
     /// Closes a live session in one step (→ Closed): accepts `fence`, bumps
     /// the lease generation, and returns every request id it held, now
-    /// released.
+    /// released. The session does not move (see [`recycle`](Self::recycle)
+    /// to reuse it); afterwards it answers only its final facts.
     ///
     /// # Errors
     ///
     /// [`Error::WrongState`] or [`Error::FenceMismatch`]; the session is
     /// unchanged.
     ///
-    /// See [`as_closed`](Self::as_closed).
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&f, 0, &Id::new("r")?)?;
+    /// let stale = Fence::new(Id::new("s")?, 9);
+    /// assert_eq!(s.close(&stale, CloseReason::ClientClose).unwrap_err().kind(), ErrorKind::FenceMismatch);
+    /// assert_eq!(s.kind(), StateKind::Open); // refused: unchanged
+    /// assert_eq!(s.close(&f, CloseReason::ClientClose)?.len(), 1);
+    /// assert_eq!((s.kind(), s.lease_generation()), (StateKind::Closed, 1));
+    /// assert_eq!(s.append(&f, InputMode::TurnCommitOnly).unwrap_err().kind(), ErrorKind::WrongState);
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
     pub fn close(
         &mut self,
         fence: &Fence<L>,
         reason: CloseReason,
     ) -> Result<RequestIds<L, R>, Error> {
-        self.transition(|typed| match typed {
-            Typed::Open(s) => Typed::settle(s.close(fence, reason), Typed::Open),
-            Typed::Detached(s) => Typed::settle(s.close(fence, reason), Typed::Detached),
-            other => other.refuse("close"),
-        })
+        let mut released = RequestIds::new();
+        self.close_into(fence, reason, &mut released)?;
+        Ok(released)
+    }
+
+    /// [`close`](Self::close), with the released request ids written into
+    /// `released` (replacing what it held) instead of returned: for a host
+    /// that builds them where it keeps them (a few hundred bytes not moved).
+    ///
+    /// # Errors
+    ///
+    /// As [`close`](Self::close); `released` and the session are unchanged.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.bind(&f, 0, &Id::new("r")?)?;
+    /// let mut released = RequestIds::new();
+    /// s.close_into(&f, CloseReason::ClientClose, &mut released)?;
+    /// assert!(released.contains("r"));
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
+    pub fn close_into(
+        &mut self,
+        fence: &Fence<L>,
+        reason: CloseReason,
+        released: &mut RequestIds<L, R>,
+    ) -> Result<(), Error> {
+        match self.unclosed_mut() {
+            Some(Typed::Open(s, _)) => s.close_in_place(fence, released)?,
+            Some(Typed::Detached(s, _)) => s.close_in_place(fence, released)?,
+            other => {
+                let state = state_of(other.as_deref());
+                return Err(Error::WrongState {
+                    operation: "close",
+                    state,
+                });
+            }
+        }
+        crate::fmt::debug!(
+            "duplex session {=str}: state=>closed ({=str})",
+            self.id().as_str(),
+            reason.as_str()
+        );
+        self.mark_closed(reason);
+        Ok(())
+    }
+
+    /// `wrong_state` for `operation` if the session is closed.
+    fn refuse_closed(&self, operation: &'static str) -> Result<(), Error> {
+        match self.closed() {
+            Some(_) => Err(Error::WrongState {
+                operation,
+                state: crate::session::state::StateKind::Closed,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -635,7 +737,7 @@ impl<
         match result {
             Ok(closing) => {
                 let reason = closing.state().reason();
-                (Typed::Closing(closing), Some(reason))
+                (Typed::Closing(closing, None), Some(reason))
             }
             Err(live) => (back(live), None),
         }

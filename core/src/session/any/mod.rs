@@ -10,10 +10,11 @@
 mod dynamic;
 
 use super::state::{Closed, Closing, Detached, Open, StateKind};
-use super::Session;
+use super::{OpenOptions, Session};
 use crate::error::{Error, FenceRule};
 use crate::fence::{Fence, Stamp};
 use crate::id::Id;
+use crate::lease::CloseReason;
 use crate::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
@@ -67,7 +68,13 @@ pub struct AnySession<
     typed: Typed<SC, RC, R, B, D, A, L, K>,
 }
 
-/// The typed session inside an [`AnySession`].
+/// The typed session inside an [`AnySession`], with its close mark.
+///
+/// Closing changes no storage: a server-profile session is 45 KB, and
+/// moving it into a `Session<Closed>` would copy it twice. A closed session
+/// stays in the variant it closed from, with the reason in its mark (a
+/// byte that sits beside the variant's tag, in what would be padding); it
+/// answers only its final facts, and [`AnySession::recycle`] reuses it.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Typed<
@@ -80,10 +87,15 @@ enum Typed<
     const L: usize,
     const K: usize,
 > {
-    Open(Session<Open, SC, RC, R, B, D, A, L, K>),
-    Detached(Session<Detached, SC, RC, R, B, D, A, L, K>),
-    Closing(Session<Closing, SC, RC, R, B, D, A, L, K>),
-    Closed(Session<Closed, SC, RC, R, B, D, A, L, K>),
+    Open(Session<Open, SC, RC, R, B, D, A, L, K>, Option<CloseReason>),
+    Detached(
+        Session<Detached, SC, RC, R, B, D, A, L, K>,
+        Option<CloseReason>,
+    ),
+    Closing(
+        Session<Closing, SC, RC, R, B, D, A, L, K>,
+        Option<CloseReason>,
+    ),
     /// Only inside [`AnySession::transition`], between taking the session
     /// out and putting the next one back; no transition panics (the
     /// no-panic proof links every one), so no operation ever sees it. It
@@ -96,10 +108,9 @@ enum Typed<
 macro_rules! each {
     ($any:expr, $s:ident => $body:expr, vacant => $vacant:expr) => {
         match $any {
-            Typed::Open($s) => $body,
-            Typed::Detached($s) => $body,
-            Typed::Closing($s) => $body,
-            Typed::Closed($s) => $body,
+            Typed::Open($s, _) => $body,
+            Typed::Detached($s, _) => $body,
+            Typed::Closing($s, _) => $body,
             Typed::Vacant(_) => $vacant,
         }
     };
@@ -139,7 +150,66 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn kind(&self) -> StateKind {
-        self.typed.kind()
+        match self.closed() {
+            Some(_) => StateKind::Closed,
+            None => self.typed.kind(),
+        }
+    }
+
+    /// The close mark: why the session was closed, if it is.
+    fn closed(&self) -> Option<CloseReason> {
+        match &self.typed {
+            Typed::Open(_, closed) | Typed::Detached(_, closed) | Typed::Closing(_, closed) => {
+                *closed
+            }
+            Typed::Vacant(_) => None,
+        }
+    }
+
+    /// Marks the session closed for `reason`, where it sits.
+    fn mark_closed(&mut self, reason: CloseReason) {
+        match &mut self.typed {
+            Typed::Open(_, closed) | Typed::Detached(_, closed) | Typed::Closing(_, closed) => {
+                *closed = Some(reason);
+            }
+            Typed::Vacant(_) => {}
+        }
+    }
+
+    /// The typed session, unless it is closed.
+    fn unclosed(&self) -> Option<&Typed<SC, RC, R, B, D, A, L, K>> {
+        match self.closed() {
+            Some(_) => None,
+            None => Some(&self.typed),
+        }
+    }
+
+    /// The typed session, mutably, unless it is closed.
+    fn unclosed_mut(&mut self) -> Option<&mut Typed<SC, RC, R, B, D, A, L, K>> {
+        match self.closed() {
+            Some(_) => None,
+            None => Some(&mut self.typed),
+        }
+    }
+
+    /// Why the session is closing or closed (the first reason given);
+    /// `None` while it is live.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// assert_eq!(s.close_reason(), None);
+    /// let _released = s.close(&f, CloseReason::ClientClose)?;
+    /// assert_eq!((s.kind(), s.close_reason()), (StateKind::Closed, Some(CloseReason::ClientClose)));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        match &self.typed {
+            Typed::Open(_, closed) | Typed::Detached(_, closed) => *closed,
+            Typed::Closing(s, closed) => Some(closed.unwrap_or(s.state().reason())),
+            Typed::Vacant(_) => None,
+        }
     }
 
     /// The current fence.
@@ -153,10 +223,9 @@ impl<
     /// ```
     pub fn fence(&self) -> &Fence<L> {
         match &self.typed {
-            Typed::Open(s) => s.fence(),
-            Typed::Detached(s) => s.fence(),
-            Typed::Closing(s) => s.fence(),
-            Typed::Closed(s) => s.fence(),
+            Typed::Open(s, _) => s.fence(),
+            Typed::Detached(s, _) => s.fence(),
+            Typed::Closing(s, _) => s.fence(),
             Typed::Vacant(f) => f,
         }
     }
@@ -241,7 +310,7 @@ impl<
     /// ```
     pub fn migrate(&mut self, incarnation: u64, now: Instant) -> Result<&Fence<L>, Error> {
         let current = self.fence().stamp();
-        if let Typed::Closed(_) | Typed::Vacant(_) = self.typed {
+        if self.closed().is_some() || matches!(self.typed, Typed::Vacant(_)) {
             return Err(Error::WrongState {
                 operation: "migrate",
                 state: StateKind::Closed,
@@ -258,16 +327,67 @@ impl<
             });
         }
         match &mut self.typed {
-            Typed::Open(s) => s.lease.last_activity = now,
-            Typed::Detached(s) => {
+            Typed::Open(s, _) => s.lease.last_activity = now,
+            Typed::Detached(s, _) => {
                 s.lease.last_activity = now;
                 s.state = Detached::new(now);
             }
-            Typed::Closing(_) | Typed::Closed(_) | Typed::Vacant(_) => {}
+            Typed::Closing(_, _) | Typed::Vacant(_) => {}
         }
         let fence = each!(&mut self.typed, s => &mut s.fence, vacant => return Err(Error::WrongState { operation: "migrate", state: StateKind::Closed }));
         fence.incarnation = incarnation;
         Ok(fence)
+    }
+
+    /// Turns this value, whatever its state, into a freshly opened
+    /// session in place: the same result as `*self =
+    /// AnySession::from(Session::open_with_capacities(fence, options,
+    /// now)?)`, reusing the storage (an open session's tables are emptied,
+    /// not rebuilt). For hosts that keep sessions in reusable storage (a
+    /// slab on a server, a static on a device): the old session is gone,
+    /// and nothing of it stays observable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the completed-append limit is not in
+    /// `1..=D`; the old session is then left as it was.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let a = Fence::new(Id::new("a")?, 0);
+    /// let mut s = AnySession::from(Session::open(a.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.close(&a, CloseReason::ClientClose)?;
+    /// let b = Fence::new(Id::new("b")?, 1);
+    /// s.recycle(b.clone(), OpenOptions::default(), Instant::from_millis(5))?;
+    /// assert_eq!((s.kind(), s.fence()), (StateKind::Open, &b));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn recycle(
+        &mut self,
+        fence: Fence<L>,
+        options: OpenOptions<SC, RC>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        Session::<Open, SC, RC, R, B, D, A, L, K>::completed_limit_of(&options)?;
+        if !matches!(self.typed, Typed::Open(_, _)) {
+            self.transition(|typed| {
+                let open = match typed {
+                    Typed::Open(s, _) => s,
+                    Typed::Detached(s, _) => s.into_state(Open),
+                    Typed::Closing(s, _) => s.into_state(Open),
+                    vacant @ Typed::Vacant(_) => return (vacant, ()),
+                };
+                (Typed::Open(open, None), ())
+            });
+        }
+        if let Typed::Open(s, closed) = &mut self.typed {
+            s.recycle(fence, options, now)?;
+            *closed = None;
+        } else {
+            // Only a session that no transition ever left: build one.
+            self.typed = Typed::Open(Session::open_with_capacities(fence, options, now)?, None);
+        }
+        Ok(())
     }
 
     /// Replaces `ids` with every request id the session holds (unique, in
@@ -285,11 +405,11 @@ impl<
     /// ```
     #[inline]
     pub fn held_request_ids(&self, ids: &mut RequestIds<L, R>) {
-        match &self.typed {
-            Typed::Open(s) => ids.refill(s.resource_request_ids(None, None)),
-            Typed::Detached(s) => ids.refill(s.resource_request_ids(None, None)),
-            Typed::Closing(s) => ids.refill(s.resource_request_ids(None, None)),
-            Typed::Closed(_) | Typed::Vacant(_) => ids.refill(core::iter::empty()),
+        match self.unclosed() {
+            Some(Typed::Open(s, _)) => ids.refill(s.resource_request_ids(None, None)),
+            Some(Typed::Detached(s, _)) => ids.refill(s.resource_request_ids(None, None)),
+            Some(Typed::Closing(s, _)) => ids.refill(s.resource_request_ids(None, None)),
+            Some(Typed::Vacant(_)) | None => ids.refill(core::iter::empty()),
         }
     }
 
@@ -297,8 +417,8 @@ impl<
     ///
     /// See the type-level example.
     pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match &self.typed {
-            Typed::Open(s) => Some(s),
+        match self.unclosed() {
+            Some(Typed::Open(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -307,8 +427,8 @@ impl<
     ///
     /// See the type-level example.
     pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K>> {
-        match &mut self.typed {
-            Typed::Open(s) => Some(s),
+        match self.unclosed_mut() {
+            Some(Typed::Open(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -323,8 +443,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match &self.typed {
-            Typed::Detached(s) => Some(s),
+        match self.unclosed() {
+            Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -339,8 +459,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_detached_mut(&mut self) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K>> {
-        match &mut self.typed {
-            Typed::Detached(s) => Some(s),
+        match self.unclosed_mut() {
+            Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -356,8 +476,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match &self.typed {
-            Typed::Closing(s) => Some(s),
+        match self.unclosed() {
+            Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -375,26 +495,8 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K>> {
-        match &mut self.typed {
-            Typed::Closing(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The session typed as `Closed`, if it is.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-    /// let released = s.close(&f, CloseReason::ClientClose)?;
-    /// assert!(released.is_empty());
-    /// assert_eq!(s.as_closed().map(|c| c.close_reason()), Some(CloseReason::ClientClose));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn as_closed(&self) -> Option<&Session<Closed, SC, RC, R, B, D, A, L, K>> {
-        match &self.typed {
-            Typed::Closed(s) => Some(s),
+        match self.unclosed_mut() {
+            Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
         }
     }
@@ -411,7 +513,7 @@ impl<
     #[allow(clippy::result_large_err)]
     pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K>, Self> {
         match self.typed {
-            Typed::Open(s) => Ok(s),
+            Typed::Open(s, None) => Ok(s),
             typed => Err(AnySession { typed }),
         }
     }
@@ -440,7 +542,7 @@ macro_rules! from_typed {
             From<Session<$state, SC, RC, R, B, D, A, L, K>> for Typed<SC, RC, R, B, D, A, L, K>
         {
             fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
-                Typed::$state(session)
+                Typed::$state(session, None)
             }
         }
 
@@ -448,9 +550,30 @@ macro_rules! from_typed {
             From<Session<$state, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
         {
             fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
-                AnySession { typed: Typed::$state(session) }
+                AnySession { typed: Typed::$state(session, None) }
             }
         }
     )*};
 }
-from_typed!(Open, Detached, Closing, Closed);
+from_typed!(Open, Detached, Closing);
+
+impl<
+        SC,
+        RC,
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+    > From<Session<Closed, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
+{
+    /// A closed session keeps its storage in the `Closing` shape it was
+    /// finalized from; it reads as closed.
+    fn from(session: Session<Closed, SC, RC, R, B, D, A, L, K>) -> Self {
+        let reason = session.close_reason();
+        AnySession {
+            typed: Typed::Closing(session.into_state(Closing::new(reason)), Some(reason)),
+        }
+    }
+}

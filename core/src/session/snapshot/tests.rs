@@ -51,8 +51,8 @@ fn facts(s: &Any) -> String {
     } else if let Some(s) = s.as_closing() {
         format!("{} reason={}", of(s), s.state().reason())
     } else {
-        let s = s.as_closed().expect("one of the four states");
-        format!("closed {}", s.close_reason())
+        let reason = s.close_reason().expect("a closed session has a reason");
+        format!("closed {reason} gen={}", s.lease_generation())
     }
 }
 
