@@ -21,9 +21,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::ownership::{new_session_id, Owner};
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
 use crate::state::Shared;
 use crate::stats::{add, bump};
@@ -106,31 +107,41 @@ impl Connection {
             let _ = sink.close().await;
         });
         let mut conn = Connection::new(shared, tx);
-        let shutdown = loop {
+        let end = loop {
             tokio::select! {
-                () = until_stopped(&mut stopped) => break true,
+                () = until_stopped(&mut stopped) => break End::Shutdown,
                 message = source.next() => match message {
                     Some(Ok(Message::Text(text))) => conn.on_text(text.as_str()).await,
                     Some(Ok(Message::Binary(_))) => {
                         let refusal = conn.protocol_error(&ProtocolError::Binary);
                         conn.send(refusal).await;
                     }
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break false,
+                    Some(Ok(Message::Close(_))) | None => break End::Dropped,
+                    Some(Err(e)) => break End::Broken(e),
                     Some(Ok(_)) => {} // ping, pong: tungstenite answers pings
                 },
             }
         };
-        if shutdown {
-            conn.stop_responses();
-            let frame = CloseFrame {
-                code: CloseCode::Away,
-                reason: "server shutting down".into(),
-            };
-            let _ = conn.tx.send(Message::Close(Some(frame))).await;
-            drop(conn);
-            let _ = writer.await;
-        } else {
-            conn.dropped();
+        match end {
+            End::Shutdown => {
+                conn.stop_responses();
+                let _ = conn
+                    .tx
+                    .send(close(CloseCode::Away, "server shutting down"))
+                    .await;
+                drop(conn);
+                let _ = writer.await;
+            }
+            End::Dropped => conn.dropped(),
+            End::Broken(e) => {
+                // The client broke the transport's rules: say which, with
+                // the code RFC 6455 gives it, then end as a drop.
+                if let Some(frame) = broken(&e) {
+                    let _ = conn.tx.try_send(frame);
+                }
+                tracing::debug!("connection broken: {e}");
+                conn.dropped();
+            }
         }
     }
 
@@ -174,15 +185,25 @@ impl Connection {
     }
 
     fn manager_error(&self, e: &Error, event_id: Option<&str>) -> ServerEvent {
-        self.refusal(e.kind().as_str(), e.to_string(), event_id)
+        let kind = e.kind();
+        if kind == ErrorKind::GenerationMismatch {
+            // The lease generation is the server's business: a superseded
+            // socket learns that it was superseded, not the numbers.
+            return self.refusal(
+                kind.as_str(),
+                "this connection no longer holds the session: a resume on another connection took it over",
+                event_id,
+            );
+        }
+        self.refusal(kind.as_str(), e.to_string(), event_id)
     }
 
     fn on_event(&mut self, event: ClientEvent) -> Option<ServerEvent> {
         match event {
             ClientEvent::Open {
                 session_id,
-                generation,
-            } => Some(self.open(session_id, generation)),
+                resume_token,
+            } => Some(self.open(session_id, resume_token)),
             ClientEvent::Append {
                 event_id,
                 epoch,
@@ -192,11 +213,20 @@ impl Connection {
             ClientEvent::Commit { epoch, turn } => self.commit(epoch, turn),
             ClientEvent::Cancel { epoch, turn } => Some(self.cancel(epoch, turn)),
             ClientEvent::Close {} => Some(self.close()),
-            ClientEvent::Audit { session_id } => Some(self.audit(session_id)),
-            ClientEvent::Stats {} => Some(ServerEvent::Stats {
-                sessions: self.shared.manager.len() as u64,
-                counters: Box::new(self.shared.counters()),
-            }),
+            ClientEvent::Audit {
+                session_id,
+                admin_token,
+            } => self
+                .not_admin(admin_token.as_deref())
+                .or_else(|| Some(self.audit(session_id))),
+            ClientEvent::Stats { admin_token } => {
+                self.not_admin(admin_token.as_deref()).or_else(|| {
+                    Some(ServerEvent::Stats {
+                        sessions: self.shared.manager.len() as u64,
+                        counters: Box::new(self.shared.counters()),
+                    })
+                })
+            }
             ClientEvent::Unknown => Some(self.protocol_error(&ProtocolError::UnknownType)),
         }
     }
@@ -236,7 +266,7 @@ impl Connection {
         }
     }
 
-    fn open(&mut self, session_id: Option<String>, generation: Option<u64>) -> ServerEvent {
+    fn open(&mut self, session_id: Option<String>, resume_token: Option<String>) -> ServerEvent {
         if let Some(held) = &self.bound {
             return self.refusal(
                 "already_open",
@@ -247,31 +277,56 @@ impl Connection {
                 None,
             );
         }
-        match generation {
-            Some(generation) => self.resume(session_id, generation),
+        match resume_token {
+            Some(token) => self.resume(session_id, &token),
             None => self.open_new(session_id),
         }
     }
 
-    fn resume(&mut self, session_id: Option<String>, generation: u64) -> ServerEvent {
+    /// The one answer to a resume that is not the owner's: the same
+    /// whether the session is unknown or the token wrong, so that it tells
+    /// nothing about which ids are live or what the token should be.
+    fn resume_refused(&self) -> ServerEvent {
+        bump(&self.shared.stats.resumes_refused);
+        self.refusal(
+            "resume_refused",
+            "no session with this id accepts this resume token (a token resumes once; the session may also have closed or expired)",
+            None,
+        )
+    }
+
+    fn resume(&mut self, session_id: Option<String>, token: &str) -> ServerEvent {
         let Some(session_id) = session_id else {
             return self.refusal(
                 "malformed",
-                "a resume (generation given) needs the session_id",
+                "a resume (resume_token given) needs the session_id",
                 None,
             );
         };
-        let session = match self.id(&session_id, None) {
-            Ok(id) => id,
-            Err(e) => return e,
+        let Ok(session) = Id::new(&session_id) else {
+            return self.resume_refused();
         };
-        let Some(fence) = self
+        let Some((fence, owner, generation)) = self
             .shared
             .manager
-            .with_session(&session, |s| s.fence().clone())
+            .with_session(&session, |s| {
+                let owner = s
+                    .as_open()
+                    .map(|o| *o.session_config())
+                    .or_else(|| s.as_detached().map(|d| *d.session_config()))?;
+                Some((s.fence().clone(), owner, s.lease_generation()))
+            })
+            .flatten()
         else {
-            return self.manager_error(&Error::UnknownSession { session }, None);
+            return self.resume_refused();
         };
+        let keys = &self.shared.keys;
+        if !keys.verify(session.as_str(), &owner, generation, token) {
+            return self.resume_refused();
+        }
+        // The token is the owner's for `generation`; the core resumes only
+        // if the session is still there, under the same shard lock, so of
+        // two resumes with one token only the first wins.
         match self.shared.manager.resume(&fence, generation) {
             Ok(next) => {
                 bump(&self.shared.stats.resumed);
@@ -281,31 +336,39 @@ impl Connection {
                     generation: next,
                 });
                 ServerEvent::Opened {
+                    resume_token: keys.token(&session_id, &owner, next),
                     session_id,
                     incarnation: fence.incarnation,
                     epoch: fence.epoch,
                     turn: fence.turn,
-                    generation: next,
                     resumed: true,
                 }
             }
-            Err(e) => self.manager_error(&e, None),
+            Err(_) => self.resume_refused(),
         }
     }
 
     fn open_new(&mut self, session_id: Option<String>) -> ServerEvent {
-        let session_id = session_id.unwrap_or_else(|| {
-            let n = self
-                .shared
-                .next_session
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            format!("gw-{n:x}")
-        });
+        let drawn = match session_id {
+            Some(id) => Owner::draw().map(|owner| (id, owner)),
+            None => new_session_id().and_then(|id| Ok((id, Owner::draw()?))),
+        };
+        let (session_id, owner) = match drawn {
+            Ok(drawn) => drawn,
+            Err(e) => {
+                tracing::error!("open refused: {e}");
+                return self.refusal(
+                    "internal",
+                    "the server cannot make a session id or token now",
+                    None,
+                );
+            }
+        };
         let session = match self.id(&session_id, None) {
             Ok(id) => id,
             Err(e) => return e,
         };
-        let options = options(self.shared.lease);
+        let options = options(self.shared.lease, owner);
         match self
             .shared
             .manager
@@ -319,11 +382,11 @@ impl Connection {
                     generation: 0,
                 });
                 ServerEvent::Opened {
+                    resume_token: self.shared.keys.token(&session_id, &owner, 0),
                     session_id,
                     incarnation: 0,
                     epoch: 0,
                     turn: 0,
-                    generation: 0,
                     resumed: false,
                 }
             }
@@ -538,6 +601,21 @@ impl Connection {
         }
     }
 
+    /// The refusal of an admin event without the admin token; `None` if
+    /// `token` is the admin token.
+    fn not_admin(&self, token: Option<&str>) -> Option<ServerEvent> {
+        let keys = &self.shared.keys;
+        if keys.is_admin(token) {
+            return None;
+        }
+        let why = if keys.admin_enabled() {
+            "admin events need the gateway's admin token in `admin_token`"
+        } else {
+            "admin events are disabled; start the gateway with --admin-token"
+        };
+        Some(self.refusal("forbidden", why, None))
+    }
+
     fn audit(&self, session_id: String) -> ServerEvent {
         match &self.shared.audit {
             Some(audit) => ServerEvent::Audit {
@@ -583,6 +661,36 @@ impl Connection {
     }
 }
 
+/// How a connection's read loop ended.
+enum End {
+    /// The server is shutting down.
+    Shutdown,
+    /// The client closed or the socket ended.
+    Dropped,
+    /// The transport failed or the client broke its rules.
+    Broken(WsError),
+}
+
+/// A close frame.
+fn close(code: CloseCode, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+/// The close frame owed for a transport error, if the socket can still
+/// carry one: 1009 for a message or frame over the limit, 1007 for text
+/// that is not UTF-8, 1002 for any other protocol violation.
+fn broken(e: &WsError) -> Option<Message> {
+    match e {
+        WsError::Capacity(_) => Some(close(CloseCode::Size, "message over the 1 MiB limit")),
+        WsError::Utf8(_) => Some(close(CloseCode::Invalid, "text message is not UTF-8")),
+        WsError::Protocol(_) => Some(close(CloseCode::Protocol, "WebSocket protocol violation")),
+        _ => None,
+    }
+}
+
 /// Resolves once the server is shutting down.
 async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is dropped here, before any await.
@@ -590,14 +698,14 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
 }
 
 /// The options every gateway session opens with.
-fn options(lease: LeaseConfig) -> OpenOptions {
-    OpenOptions::default()
+fn options(lease: LeaseConfig, owner: Owner) -> OpenOptions<Owner> {
+    OpenOptions::new(owner, ())
         .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
         .lease(lease)
 }
 
 /// Releases `request` if the session still holds it; whether it did.
-fn release_held<S: Unfinished>(s: &mut Session<S>, request: &Id) -> bool {
+fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &Id) -> bool {
     let held = s.resources().any(|(_, id, _)| id == request);
     if held {
         s.release(std::slice::from_ref(request));

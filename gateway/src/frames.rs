@@ -53,18 +53,18 @@ fn shaped() -> impl Strategy<Value = String> {
         number,
         audio,
     )
-        .prop_map(
-            |(kind, session_id, event_id, epoch, turn, generation, audio)| {
-                let mut m = serde_json::json!({
-                    "type": kind, "session_id": session_id, "event_id": event_id,
-                    "epoch": epoch, "turn": turn, "audio": audio,
-                });
-                if !generation.is_string() {
-                    m["generation"] = generation;
-                }
-                m.to_string()
-            },
-        )
+        .prop_map(|(kind, session_id, event_id, epoch, turn, token, audio)| {
+            let mut m = serde_json::json!({
+                "type": kind, "session_id": session_id, "event_id": event_id,
+                "epoch": epoch, "turn": turn, "audio": audio,
+            });
+            // A string: a resume with a guessed token; otherwise a
+            // plain open.
+            if token.is_string() {
+                m["resume_token"] = token;
+            }
+            m.to_string()
+        })
 }
 
 fn frame() -> impl Strategy<Value = String> {

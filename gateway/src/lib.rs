@@ -27,10 +27,12 @@ mod connection;
 #[cfg(test)]
 mod frames;
 pub mod loadgen;
+mod ownership;
 pub mod protocol;
 mod server;
 mod state;
 pub mod stats;
 
+pub use ownership::{Owner, RandomError};
 pub use server::Gateway;
 pub use state::{Config, Manager, StartError};

@@ -8,7 +8,7 @@
 //! - abrupt close (the socket dropped, no close frame), then a reconnect and
 //!   resume within grace, retransmitting the last 1–4 chunks sent;
 //! - a reconnect after grace: the session expired, a new one is opened;
-//! - a resume with a stale lease generation (refused), before the real one;
+//! - a resume with a used-up or forged token (refused), before the real one;
 //! - barge-in after a commit, then a late chunk of the cancelled epoch;
 //! - garbage: broken JSON, an unknown type, an oversize message, a binary
 //!   frame, bad base64, an oversize event id.
@@ -50,6 +50,9 @@ pub struct Config {
     pub faults: bool,
     /// Seed of the clients' random choices.
     pub seed: u64,
+    /// The gateway's admin token, for the audit that reconciles each
+    /// client's ledger (without it the run cannot reconcile, and fails).
+    pub admin_token: Option<String>,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             grace: Duration::from_secs(2),
             faults: true,
             seed: 1,
+            admin_token: None,
         }
     }
 }
@@ -104,8 +108,8 @@ pub struct Report {
     pub p99_us: u64,
     /// Sessions the clients used.
     pub sessions: u64,
-    /// Resumes with a stale generation, refused.
-    pub generation_refused: u64,
+    /// Resumes with a used-up or forged token, refused.
+    pub resumes_refused: u64,
     /// Garbage messages answered with the expected `error`.
     pub garbage_refused: u64,
     /// Responses completed (`response.done`).
@@ -174,8 +178,8 @@ impl Report {
     /// The other counts, for the line before the last.
     pub fn detail(&self) -> String {
         format!(
-            "loadgen: sessions={} generation_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
-            self.sessions, self.generation_refused, self.garbage_refused, self.responses,
+            "loadgen: sessions={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
+            self.sessions, self.resumes_refused, self.garbage_refused, self.responses,
             self.barge_ins, self.unexpected
         )
     }
@@ -282,7 +286,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         p50_us: percentile(50),
         p99_us: percentile(99),
         sessions: tally.sessions,
-        generation_refused: tally.generation_refused,
+        resumes_refused: tally.resumes_refused,
         garbage_refused: tally.garbage_refused,
         responses: tally.responses,
         barge_ins: tally.barge_ins,

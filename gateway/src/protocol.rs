@@ -38,17 +38,17 @@ pub const MAX_AUDIO: usize = 16 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "type")]
 pub enum ClientEvent {
-    /// Opens a new session, or resumes one with `session_id` and the lease
-    /// `generation` the client was last given.
+    /// Opens a new session, or resumes one with `session_id` and the
+    /// `resume_token` the client was last given.
     #[serde(rename = "session.open")]
     Open {
-        /// The session to resume (with `generation`), or the id to open a new
-        /// session under (without it; the server picks one if absent).
+        /// The session to resume (with `resume_token`), or the id to open a
+        /// new session under (without it; the server picks one if absent).
         #[serde(default)]
         session_id: Option<String>,
-        /// The lease generation of the last `session.opened`: resume.
+        /// The token of the last `session.opened`: resume.
         #[serde(default)]
-        generation: Option<u64>,
+        resume_token: Option<String>,
     },
     /// One chunk of user audio at the client's fence position.
     #[serde(rename = "input.append")]
@@ -81,15 +81,23 @@ pub enum ClientEvent {
     /// Closes the connection's session.
     #[serde(rename = "session.close")]
     Close {},
-    /// Asks for the input a session has applied (gateway run with `--audit`).
+    /// Asks for the input a session has applied (gateway run with
+    /// `--audit`; admin access).
     #[serde(rename = "session.audit")]
     Audit {
         /// The session, current or gone.
         session_id: String,
+        /// The gateway's admin token.
+        #[serde(default)]
+        admin_token: Option<String>,
     },
-    /// Asks for the server's counters.
+    /// Asks for the server's counters (admin access).
     #[serde(rename = "admin.stats")]
-    Stats {},
+    Stats {
+        /// The gateway's admin token.
+        #[serde(default)]
+        admin_token: Option<String>,
+    },
     /// Any other `type`.
     #[serde(other)]
     Unknown,
@@ -120,8 +128,9 @@ pub enum ServerEvent {
         epoch: u64,
         /// The session's turn.
         turn: u64,
-        /// The lease generation: the resume token for the next reconnect.
-        generation: u64,
+        /// The secret that resumes this session on the next reconnect
+        /// (good for one resume: each `session.opened` brings a new one).
+        resume_token: String,
         /// Whether an existing session was resumed.
         resumed: bool,
     },
@@ -237,6 +246,10 @@ impl ServerEvent {
 /// assert!(matches!(decode("{"), Err(ProtocolError::Malformed(_))));
 /// assert_eq!(decode(r#"{"type":"nope"}"#), Err(ProtocolError::UnknownType));
 /// assert_eq!(decode("{\"type\":\"nope\"}").unwrap_err().kind(), "unknown_type");
+/// // A large bad value is not echoed back.
+/// let huge = format!(r#"{{"type":"input.commit","epoch":"{}","turn":0}}"#, "9".repeat(60_000));
+/// let message = decode(&huge).unwrap_err().to_string();
+/// assert!(message.len() < 300, "{}", message.len());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
@@ -283,8 +296,26 @@ pub fn decode(text: &str) -> Result<ClientEvent, ProtocolError> {
     match serde_json::from_str::<ClientEvent>(text) {
         Ok(ClientEvent::Unknown) => Err(ProtocolError::UnknownType),
         Ok(event) => Ok(event),
-        Err(e) => Err(ProtocolError::Malformed(e.to_string())),
+        Err(e) => Err(ProtocolError::Malformed(prefix(&e.to_string()))),
     }
+}
+
+/// The longest explanation an error carries: enough to say what was
+/// expected, never a copy of a large input (the decoder's messages quote
+/// the offending value).
+pub const MAX_EXPLANATION: usize = 160;
+
+/// `text` cut to at most [`MAX_EXPLANATION`] bytes, on a character
+/// boundary, marked with `…` when cut.
+fn prefix(text: &str) -> String {
+    if text.len() <= MAX_EXPLANATION {
+        return text.to_owned();
+    }
+    let mut end = MAX_EXPLANATION - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Decodes an `input.append`'s audio.

@@ -11,18 +11,20 @@ use std::time::Duration as StdDuration;
 use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
+use crate::ownership::{Keys, Owner, RandomError};
 use crate::stats::{Counters, Stats};
 
 /// The manager the gateway runs: default capacities (32-byte ids, 8
-/// request resources, 8 completed appends per session), no configs.
-pub type Manager = SharedManager<TokioClock>;
+/// request resources, 8 completed appends per session); each session's
+/// configuration is its [`Owner`] (what its resume tokens are made from).
+pub type Manager = SharedManager<TokioClock, Owner>;
 
 /// How the gateway runs.
 ///
 /// ```
 /// let c = duplex_gateway::Config::default();
 /// assert_eq!(c.max_sessions, 10_000);
-/// assert!(!c.audit);
+/// assert!(!c.audit && c.admin_token.is_none());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -40,6 +42,9 @@ pub struct Config {
     pub deltas: u32,
     /// The stand-in engine's time per delta.
     pub delta_interval: StdDuration,
+    /// The token `admin.stats` and `session.audit` must carry (`None`:
+    /// both are refused). Client access never grants admin access.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Config {
@@ -51,6 +56,7 @@ impl Default for Config {
             audit: false,
             deltas: 3,
             delta_interval: StdDuration::from_millis(5),
+            admin_token: None,
         }
     }
 }
@@ -64,6 +70,12 @@ pub enum StartError {
     /// The manager refused the configuration (zero sessions).
     #[error("invalid manager configuration: {0}")]
     Manager(duplex_std::Error),
+    /// No key for resume tokens could be made.
+    #[error("cannot make the resume-token key: {0}")]
+    Secret(RandomError),
+    /// An empty admin token (it would match an empty guess).
+    #[error("the admin token must not be empty")]
+    EmptyAdminToken,
 }
 
 /// One applied chunk in the audit log: `(epoch, seq, event_id)`.
@@ -114,7 +126,7 @@ pub(crate) struct Shared {
     pub(crate) lease: LeaseConfig,
     pub(crate) stats: Stats,
     pub(crate) audit: Option<Audit>,
-    pub(crate) next_session: AtomicU64,
+    pub(crate) keys: Keys,
     pub(crate) next_request: AtomicU64,
 }
 
@@ -131,15 +143,23 @@ impl Shared {
             max_sessions: Some(config.max_sessions),
             completed_append_limit: None,
         };
-        let manager =
-            SharedManager::new(TokioClock::new(), manager_config).map_err(StartError::Manager)?;
+        let manager = SharedManager::with_capacities(
+            TokioClock::new(),
+            manager_config,
+            duplex_std::default_shards(),
+        )
+        .map_err(StartError::Manager)?;
+        if config.admin_token.as_deref() == Some("") {
+            return Err(StartError::EmptyAdminToken);
+        }
+        let keys = Keys::new(config.admin_token.as_deref()).map_err(StartError::Secret)?;
         Ok(Shared {
             manager: Arc::new(manager),
             audit: config.audit.then(Audit::new),
             config,
             lease,
             stats: Stats::default(),
-            next_session: AtomicU64::new(0),
+            keys,
             next_request: AtomicU64::new(0),
         })
     }

@@ -50,6 +50,9 @@ counters! {
     opened,
     /// Sessions resumed (after a drop, or taken over by a new connection).
     resumed,
+    /// Resumes refused: unknown id, wrong or used-up token (also counted
+    /// in `refused`).
+    resumes_refused,
     /// Chunks appended.
     appended,
     /// Appends answered from the completed-append cache.

@@ -3,92 +3,17 @@
 //! (nothing lost, nothing applied twice), and shutdown releasing what is
 //! left.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
+use common::{audit_config, chunk, kind, next, reply, send, start, ADMIN};
 use duplex_gateway::loadgen::{self, Report};
-use duplex_gateway::protocol::{encode_audio, ServerEvent, MAX_MESSAGE};
-use duplex_gateway::{Config, Gateway};
+use duplex_gateway::protocol::{ServerEvent, MAX_MESSAGE};
+use duplex_gateway::Config;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// A gateway on an ephemeral loopback port, stopped by the sender.
-async fn start(
-    config: Config,
-) -> (
-    Arc<Gateway>,
-    String,
-    oneshot::Sender<()>,
-    JoinHandle<duplex_gateway::stats::Counters>,
-) {
-    let gw = Gateway::new(config).expect("valid config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("ws://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(Arc::clone(&gw).serve(listener, async {
-        let _ = stopped.await;
-    }));
-    (gw, url, stop, server)
-}
-
-fn audit_config() -> Config {
-    Config {
-        audit: true,
-        grace: Duration::from_secs(1),
-        deltas: 2,
-        delta_interval: Duration::from_millis(2),
-        ..Config::default()
-    }
-}
-
-async fn send(ws: &mut Ws, value: serde_json::Value) {
-    ws.send(Message::text(value.to_string()))
-        .await
-        .expect("send");
-}
-
-async fn next(ws: &mut Ws) -> ServerEvent {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a reply within 10 s")
-            .expect("connection open")
-            .expect("no transport error");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).expect("valid server event");
-        }
-    }
-}
-
-/// The next reply that is not part of a response stream.
-async fn reply(ws: &mut Ws) -> ServerEvent {
-    loop {
-        match next(ws).await {
-            ServerEvent::Delta { .. } | ServerEvent::Done { .. } => {}
-            other => return other,
-        }
-    }
-}
-
-fn kind(e: &ServerEvent) -> &str {
-    match e {
-        ServerEvent::Error { kind, .. } => kind,
-        _ => "not an error",
-    }
-}
-
-fn chunk(event_id: &str, epoch: u64, turn: u64) -> serde_json::Value {
-    json!({"type": "input.append", "event_id": event_id, "epoch": epoch, "turn": turn, "audio": encode_audio(&[1; 640])})
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_walks_every_event_of_the_protocol() {
@@ -105,7 +30,7 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     .await;
     let ServerEvent::Opened {
         session_id,
-        generation,
+        resume_token,
         resumed: false,
         epoch: 0,
         turn: 0,
@@ -114,7 +39,7 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     else {
         panic!("expected session.opened");
     };
-    assert_eq!((session_id.as_str(), generation), ("call-1", 0));
+    assert_eq!(session_id, "call-1");
     send(&mut ws, json!({"type": "session.open"})).await;
     assert_eq!(kind(&reply(&mut ws).await), "already_open");
 
@@ -223,7 +148,7 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
             "invalid_id",
         ),
         (
-            Message::text(json!({"type": "session.open", "generation": 1}).to_string()),
+            Message::text(json!({"type": "session.open", "resume_token": "x"}).to_string()),
             "already_open",
         ),
     ] {
@@ -231,8 +156,9 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
         assert_eq!(kind(&reply(&mut ws).await), expected);
     }
 
-    // Drop the socket: the session waits for a resume. A stale generation
-    // is refused; the right one resumes where the session was.
+    // Drop the socket: the session waits for a resume. A wrong token is
+    // refused; the right one resumes where the session was, and hands out
+    // the next token.
     drop(ws);
     let (mut ws, _) = tokio_tungstenite::connect_async(&url)
         .await
@@ -241,26 +167,28 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     assert_eq!(kind(&reply(&mut ws).await), "no_session");
     send(
         &mut ws,
-        json!({"type": "session.open", "session_id": "call-1", "generation": 7}),
+        json!({"type": "session.open", "session_id": "call-1", "resume_token": "guess"}),
     )
     .await;
-    assert_eq!(kind(&reply(&mut ws).await), "generation_mismatch");
+    assert_eq!(kind(&reply(&mut ws).await), "resume_refused");
     send(
         &mut ws,
-        json!({"type": "session.open", "session_id": "call-1", "generation": 0}),
+        json!({"type": "session.open", "session_id": "call-1", "resume_token": resume_token}),
     )
     .await;
-    assert_eq!(
-        reply(&mut ws).await,
-        ServerEvent::Opened {
-            session_id: "call-1".into(),
-            incarnation: 0,
-            epoch: 1,
-            turn: 2,
-            generation: 1,
-            resumed: true
-        }
-    );
+    let ServerEvent::Opened {
+        session_id,
+        incarnation: 0,
+        epoch: 1,
+        turn: 2,
+        resume_token: next_token,
+        resumed: true,
+    } = reply(&mut ws).await
+    else {
+        panic!("expected the session resumed")
+    };
+    assert_eq!(session_id, "call-1");
+    assert_ne!(next_token, resume_token);
     send(&mut ws, chunk("d", 1, 2)).await;
     assert!(matches!(
         reply(&mut ws).await,
@@ -274,7 +202,7 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     // The audit log holds every chunk applied, once, in order.
     send(
         &mut ws,
-        json!({"type": "session.audit", "session_id": "call-1"}),
+        json!({"type": "session.audit", "session_id": "call-1", "admin_token": ADMIN}),
     )
     .await;
     let ServerEvent::Audit { applied, .. } = reply(&mut ws).await else {
@@ -295,7 +223,11 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
             request_ids: vec![]
         }
     );
-    send(&mut ws, json!({"type": "admin.stats"})).await;
+    send(
+        &mut ws,
+        json!({"type": "admin.stats", "admin_token": ADMIN}),
+    )
+    .await;
     let ServerEvent::Stats {
         sessions: 0,
         counters,
@@ -328,6 +260,7 @@ async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
     let (gw, url, stop, server) = start(audit_config()).await;
     let mut config = loadgen::Config::new(url, 50, Duration::from_secs(5));
     config.grace = Duration::from_secs(1);
+    config.admin_token = Some(ADMIN.into());
     let report: Report = loadgen::run(config).await.expect("loopback url");
     println!("{}\n{}", report.detail(), report.line());
     assert_eq!((report.lost, report.doubled), (0, 0), "{}", report.line());
@@ -336,7 +269,7 @@ async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
     assert!(report.ok());
     // Every fault happened.
     assert!(report.reconnects > 0 && report.expired > 0 && report.duplicates > 0);
-    assert!(report.stale_refused > 0 && report.generation_refused > 0);
+    assert!(report.stale_refused > 0 && report.resumes_refused > 0);
     assert!(report.garbage_refused > 0 && report.barge_ins > 0 && report.responses > 0);
     assert!(report.appended > 1_000, "{}", report.line());
 
@@ -378,7 +311,11 @@ async fn shutdown_closes_every_session_and_releases_its_requests() {
     }
     // One client drops: its session waits in grace.
     drop(clients.pop());
-    send(&mut clients[0], json!({"type": "admin.stats"})).await;
+    send(
+        &mut clients[0],
+        json!({"type": "admin.stats", "admin_token": ADMIN}),
+    )
+    .await;
     assert!(matches!(
         reply(&mut clients[0]).await,
         ServerEvent::Stats { sessions: 3, .. }
@@ -422,25 +359,20 @@ async fn a_superseded_socket_cannot_close_the_session_it_lost() {
         json!({"type": "session.open", "session_id": "call-9"}),
     )
     .await;
-    assert!(matches!(
-        reply(&mut old).await,
-        ServerEvent::Opened { generation: 0, .. }
-    ));
+    let ServerEvent::Opened { resume_token, .. } = reply(&mut old).await else {
+        panic!("expected session.opened")
+    };
     let (mut new, _) = tokio_tungstenite::connect_async(&url)
         .await
         .expect("connect");
     send(
         &mut new,
-        json!({"type": "session.open", "session_id": "call-9", "generation": 0}),
+        json!({"type": "session.open", "session_id": "call-9", "resume_token": resume_token}),
     )
     .await;
     assert!(matches!(
         reply(&mut new).await,
-        ServerEvent::Opened {
-            generation: 1,
-            resumed: true,
-            ..
-        }
+        ServerEvent::Opened { resumed: true, .. }
     ));
     send(&mut old, json!({"type": "session.close"})).await;
     assert_eq!(kind(&reply(&mut old).await), "generation_mismatch");
@@ -471,6 +403,7 @@ async fn a_load_run_that_cannot_reconcile_fails() {
     let (_gw, url, stop, server) = start(config).await;
     let mut load = loadgen::Config::new(url, 4, Duration::from_millis(300));
     load.faults = false;
+    load.admin_token = Some(ADMIN.into());
     let report: Report = loadgen::run(load).await.expect("loopback url");
     assert!(report.appended > 0, "{}", report.line());
     assert_eq!(report.unreconciled, 4, "{}", report.line());

@@ -68,5 +68,7 @@ pub use duplex_core::Expiry;
 pub use error::Error;
 pub use manager::{ManagerConfig, NotImported, Released, SessionManager};
 pub use sessions::Sessions;
-pub use shared::{AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager};
+pub use shared::{
+    default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager,
+};
 pub use view::SessionView;

@@ -29,6 +29,11 @@ struct Args {
     /// Keep every session's applied input for `session.audit` (load tests).
     #[arg(long)]
     audit: bool,
+    /// The token `admin.stats` and `session.audit` must carry; without one
+    /// they are refused (better from the environment than the command
+    /// line, which other users can see).
+    #[arg(long, env = "DUPLEX_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
     /// `response.delta` events per response.
     #[arg(long, default_value_t = 3)]
     deltas: u32,
@@ -50,6 +55,7 @@ fn config(args: &Args) -> Result<Config, String> {
         audit: args.audit,
         deltas: args.deltas,
         delta_interval: Duration::from_millis(args.delta_ms),
+        admin_token: args.admin_token.clone(),
     })
 }
 

@@ -1,5 +1,6 @@
 //! `duplex-loadgen`: N WebSocket clients against a running `duplex-gateway`
-//! (started with `--audit`) on loopback, with real disconnects; reconciles
+//! (started with `--audit` and an admin token, which the load generator
+//! needs too for the audit) on loopback, with real disconnects; reconciles
 //! every client's ledger with the server's log. Exits 1, saying why, unless
 //! every client reconciled (`unreconciled=0`), `lost=0`, `doubled=0` and no
 //! reply was unexpected.
@@ -35,6 +36,10 @@ struct Args {
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The gateway's admin token, to read its audit log (better from the
+    /// environment than the command line, which other users can see).
+    #[arg(long, env = "DUPLEX_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
 }
 
 #[tokio::main]
@@ -59,6 +64,7 @@ async fn main() -> ExitCode {
         grace,
         faults: !args.no_faults,
         seed: args.seed,
+        admin_token: args.admin_token,
     };
     match run(config).await {
         Ok(report) => {

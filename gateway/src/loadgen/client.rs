@@ -33,7 +33,7 @@ const P_GARBAGE: u32 = 3_000;
 /// Per-commit and per-reconnect probabilities, in parts per million.
 const P_BARGE_IN: u32 = 300_000;
 const P_LATE_CHUNK: u32 = 600_000;
-const P_STALE_GENERATION: u32 = 250_000;
+const P_STALE_TOKEN: u32 = 250_000;
 
 /// A 20 ms chunk of 16 kHz 16-bit mono audio.
 const CHUNK_BYTES: usize = 640;
@@ -84,7 +84,7 @@ pub(super) struct Tally {
     pub(super) lost: u64,
     pub(super) doubled: u64,
     pub(super) sessions: u64,
-    pub(super) generation_refused: u64,
+    pub(super) resumes_refused: u64,
     pub(super) garbage_refused: u64,
     pub(super) responses: u64,
     pub(super) barge_ins: u64,
@@ -105,7 +105,7 @@ impl Tally {
         self.lost += o.lost;
         self.doubled += o.doubled;
         self.sessions += o.sessions;
-        self.generation_refused += o.generation_refused;
+        self.resumes_refused += o.resumes_refused;
         self.garbage_refused += o.garbage_refused;
         self.responses += o.responses;
         self.barge_ins += o.barge_ins;
@@ -123,7 +123,10 @@ struct Held {
     id: String,
     epoch: u64,
     turn: u64,
-    generation: u64,
+    /// The token for the next resume.
+    token: String,
+    /// The token the last resume used up (refused if sent again).
+    spent: Option<String>,
 }
 
 /// A chunk as sent, kept for retransmission.
@@ -315,7 +318,7 @@ impl Client {
                 session_id,
                 epoch,
                 turn,
-                generation,
+                resume_token,
                 resumed: false,
                 ..
             } => {
@@ -324,7 +327,8 @@ impl Client {
                     id: session_id,
                     epoch,
                     turn,
-                    generation,
+                    token: resume_token,
+                    spent: None,
                 });
                 self.recent.clear();
             }
@@ -333,50 +337,46 @@ impl Client {
         Ok(())
     }
 
-    /// Resumes after a reconnect: first, sometimes, with a stale generation
-    /// (refused); then with the real one. Within grace the last chunks are
-    /// retransmitted; after grace the session is gone and a new one opens.
+    /// Resumes after a reconnect: first, sometimes, with a token that
+    /// must be refused (the one the last resume used up, or a forged one);
+    /// then with the real one. Within grace the last chunks are
+    /// retransmitted; after grace the session is gone (the real token is
+    /// refused too) and a new one opens.
     async fn resume(&mut self, within_grace: bool) -> Result<(), Gone> {
         let Some(held) = self.held.clone() else {
             return Ok(());
         };
-        if self.chance(P_STALE_GENERATION) {
-            let stale = held
-                .generation
-                .checked_sub(1)
-                .unwrap_or(held.generation + 1);
-            self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "generation": stale}))
+        if self.chance(P_STALE_TOKEN) {
+            let stale = held.spent.clone().unwrap_or_else(|| forged(&held.token));
+            self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "resume_token": stale}))
                 .await?;
             match self.reply().await? {
-                ServerEvent::Error { kind, .. } if kind == "generation_mismatch" => {
-                    self.tally.generation_refused += 1;
-                }
-                ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
-                    self.tally.expired += 1;
-                    self.held = None;
-                    return self.open_new().await;
+                ServerEvent::Error { kind, .. } if kind == "resume_refused" => {
+                    self.tally.resumes_refused += 1;
                 }
                 other => self.unexpected("stale resume", &other),
             }
         }
-        self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "generation": held.generation}))
+        self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "resume_token": held.token}))
             .await?;
         match self.reply().await? {
             ServerEvent::Opened {
                 epoch,
                 turn,
-                generation,
+                resume_token,
                 resumed: true,
                 ..
             } => {
                 self.held = Some(Held {
                     epoch: held.epoch.max(epoch),
                     turn: held.turn.max(turn),
-                    generation,
+                    spent: Some(held.token.clone()),
+                    token: resume_token,
                     ..held
                 });
             }
-            ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
+            // The owner's own token refused: the session expired.
+            ServerEvent::Error { kind, .. } if kind == "resume_refused" => {
                 self.tally.expired += 1;
                 self.held = None;
                 return self.open_new().await;
@@ -591,7 +591,7 @@ impl Client {
         }
         let mut applied: HashMap<String, Vec<Ack>> = HashMap::new();
         for session in self.sessions.clone() {
-            self.send_json(serde_json::json!({"type": "session.audit", "session_id": session}))
+            self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token}))
                 .await?;
             match self.reply().await? {
                 ServerEvent::Audit { applied: log, .. } => {
@@ -636,4 +636,15 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// A token that is not `token`: its first character changed (tokens are
+/// URL-safe base64).
+fn forged(token: &str) -> String {
+    let mut chars = token.chars();
+    let first = match chars.next() {
+        Some('A') => 'B',
+        _ => 'A',
+    };
+    std::iter::once(first).chain(chars).collect()
 }

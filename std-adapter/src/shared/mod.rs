@@ -142,8 +142,14 @@ fn lock<T>(shard: &Mutex<T>) -> MutexGuard<'_, T> {
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The default number of shards: four per available core.
-fn default_shards() -> usize {
+/// The default number of shards: four per available core (what
+/// [`SharedManager::new`] uses; pass it to
+/// [`with_capacities`](SharedManager::with_capacities) for other types).
+///
+/// ```
+/// assert!(duplex_std::default_shards() >= 4);
+/// ```
+pub fn default_shards() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get() * 4)
 }
 

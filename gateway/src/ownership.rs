@@ -1,0 +1,197 @@
+//! Who may act on a session: unguessable session ids, resume tokens that
+//! rotate on every resume, and the admin token.
+//!
+//! A resume token is an HMAC-SHA256, under a key the gateway draws from the
+//! OS random source at start, of the session's id, a random nonce the
+//! session was opened with (kept in the session, as its session config)
+//! and its lease generation:
+//!
+//! - nobody without the key can make one, and the gateway keeps no table of
+//!   tokens to leak or to clean up: the nonce lives and dies with the
+//!   session;
+//! - the generation moves on every resume, so each resume hands out a new
+//!   token and the one it consumed stops working;
+//! - the nonce differs for every open, so a token of a closed session never
+//!   opens a later session of the same id;
+//! - a token is checked with the MAC's constant-time comparison, and a
+//!   refusal says the same thing whether the id is unknown or the token is
+//!   wrong (it never shows the expected value).
+//!
+//! The core's generation check stays the one that decides a race: a token
+//! is verified for generation `g`, and the resume is applied only if the
+//! session is still at `g` under its shard lock.
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The random part of a session, drawn at open: what makes its resume
+/// tokens its own. It is the gateway's session configuration type, so it is
+/// stored in the session and dropped with it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    nonce: [u8; 16],
+}
+
+impl core::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // A secret: never in a log line.
+        f.write_str("Owner(..)")
+    }
+}
+
+/// Why the gateway could not make a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RandomError {
+    /// The OS random source failed: no id or token can be handed out.
+    #[error("the OS random source failed: {0}")]
+    Source(getrandom::Error),
+    /// The MAC refused its key (HMAC takes keys of any length: not seen).
+    #[error("the resume-token key was refused: {0}")]
+    Key(hmac::digest::InvalidLength),
+}
+
+fn random<const N: usize>() -> Result<[u8; N], RandomError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(RandomError::Source)?;
+    Ok(bytes)
+}
+
+impl Owner {
+    /// A new session's owner, from the OS random source.
+    pub(crate) fn draw() -> Result<Self, RandomError> {
+        Ok(Owner { nonce: random()? })
+    }
+}
+
+/// A server-chosen session id: 128 bits from the OS random source, as 32
+/// lowercase hex digits (the default profile's 32-byte id limit).
+pub(crate) fn new_session_id() -> Result<String, RandomError> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes: [u8; 16] = random()?;
+    let mut id = String::with_capacity(32);
+    for b in bytes {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    Ok(id)
+}
+
+/// The gateway's secrets: the key resume tokens are made with, and the
+/// admin token, if admin events are enabled.
+pub(crate) struct Keys {
+    mac: HmacSha256,
+    admin: Option<Vec<u8>>,
+}
+
+impl core::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Keys")
+            .field("admin", &self.admin.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The resume-token alphabet: URL-safe base64 without padding (43
+/// characters for the 32-byte MAC).
+const TOKEN: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+impl Keys {
+    /// A fresh MAC key from the OS random source, and the admin token.
+    pub(crate) fn new(admin: Option<&str>) -> Result<Self, RandomError> {
+        let key: [u8; 32] = random()?;
+        let mac = <HmacSha256 as Mac>::new_from_slice(&key).map_err(RandomError::Key)?;
+        Ok(Keys {
+            mac,
+            admin: admin.map(|a| a.as_bytes().to_vec()),
+        })
+    }
+
+    fn mac(&self, session: &str, owner: &Owner, generation: u64) -> HmacSha256 {
+        let mut mac = self.mac.clone();
+        mac.update(&owner.nonce);
+        mac.update(&generation.to_le_bytes());
+        mac.update(session.as_bytes());
+        mac
+    }
+
+    /// The token that resumes `session` at lease `generation`.
+    pub(crate) fn token(&self, session: &str, owner: &Owner, generation: u64) -> String {
+        TOKEN.encode(self.mac(session, owner, generation).finalize().into_bytes())
+    }
+
+    /// Whether `token` resumes `session` at `generation` (constant time in
+    /// the token's contents).
+    pub(crate) fn verify(
+        &self,
+        session: &str,
+        owner: &Owner,
+        generation: u64,
+        token: &str,
+    ) -> bool {
+        let Ok(tag) = TOKEN.decode(token) else {
+            return false;
+        };
+        self.mac(session, owner, generation)
+            .verify_slice(&tag)
+            .is_ok()
+    }
+
+    /// Whether admin events are enabled at all.
+    pub(crate) fn admin_enabled(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    /// Whether `given` is the admin token (constant time in its contents;
+    /// never, when admin events are disabled).
+    pub(crate) fn is_admin(&self, given: Option<&str>) -> bool {
+        match (&self.admin, given) {
+            (Some(admin), Some(given)) => bool::from(admin.as_slice().ct_eq(given.as_bytes())),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_resumes_only_its_session_at_its_generation() -> Result<(), RandomError> {
+        let keys = Keys::new(None)?;
+        let owner = Owner::draw()?;
+        let token = keys.token("s", &owner, 3);
+        assert_eq!(token.len(), 43);
+        assert!(keys.verify("s", &owner, 3, &token));
+        assert!(!keys.verify("s", &owner, 4, &token));
+        assert!(!keys.verify("t", &owner, 3, &token));
+        assert!(!keys.verify("s", &Owner::draw()?, 3, &token));
+        assert!(!Keys::new(None)?.verify("s", &owner, 3, &token));
+        assert!(!keys.verify("s", &owner, 3, "not base64!"));
+        assert!(!keys.verify("s", &owner, 3, ""));
+        Ok(())
+    }
+
+    #[test]
+    fn session_ids_are_128_random_bits_in_hex() -> Result<(), RandomError> {
+        let (a, b) = (new_session_id()?, new_session_id()?);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        Ok(())
+    }
+
+    #[test]
+    fn the_admin_token_is_checked_and_absent_means_disabled() -> Result<(), RandomError> {
+        let keys = Keys::new(Some("hunter2-but-longer"))?;
+        assert!(keys.is_admin(Some("hunter2-but-longer")));
+        assert!(!keys.is_admin(Some("hunter2")));
+        assert!(!keys.is_admin(None));
+        let off = Keys::new(None)?;
+        assert!(!off.admin_enabled() && !off.is_admin(Some("")));
+        Ok(())
+    }
+}

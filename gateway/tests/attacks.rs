@@ -1,0 +1,302 @@
+//! The gateway as a hostile client meets it, over real sockets: each test
+//! is one attack, what the server must answer, and the victim's session
+//! checked untouched afterwards.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{audit_config, chunk, connect, kind, reply, send, start, Ws, ADMIN};
+use duplex_gateway::protocol::{ServerEvent, MAX_EXPLANATION, MAX_FRAME};
+use duplex_gateway::Config;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Opens a session with a server-chosen id: its id and resume token.
+async fn open(ws: &mut Ws) -> (String, String) {
+    send(ws, json!({"type": "session.open"})).await;
+    match reply(ws).await {
+        ServerEvent::Opened {
+            session_id,
+            resume_token,
+            resumed: false,
+            ..
+        } => (session_id, resume_token),
+        other => panic!("expected session.opened, got {other:?}"),
+    }
+}
+
+/// The refusal's message.
+fn message(e: &ServerEvent) -> &str {
+    match e {
+        ServerEvent::Error { message, .. } => message,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// Appends `event_id` on the victim's connection: its position.
+async fn append(ws: &mut Ws, event_id: &str) -> u64 {
+    send(ws, chunk(event_id, 0, 0)).await;
+    match reply(ws).await {
+        ServerEvent::Appended {
+            seq,
+            duplicate: false,
+            ..
+        } => seq,
+        other => panic!("expected input.appended, got {other:?}"),
+    }
+}
+
+/// The close frame the server ends a connection with.
+async fn close_code(ws: &mut Ws) -> Option<CloseCode> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("the server answers within 10 s")
+        {
+            Some(Ok(Message::Close(frame))) => return frame.map(|f| f.code),
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => return None,
+        }
+    }
+}
+
+/// Server-chosen ids are 128 random bits, not a counter another client
+/// could predict and claim first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_chosen_ids_cannot_be_predicted() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let mut ws = connect(&url).await;
+        let (id, token) = open(&mut ws).await;
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        assert_eq!(token.len(), 43, "{token}");
+        ids.push(id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4);
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// Knowing a live session's id gets an attacker nothing: every guessed or
+/// forged token is refused with the answer an unknown id gets (which
+/// shows neither the expected token nor that the id is live), and the
+/// victim goes on as if nothing happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_token_takes_over_nothing_and_reveals_nothing() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut victim = connect(&url).await;
+    let (id, token) = open(&mut victim).await;
+    assert_eq!(append(&mut victim, "v1").await, 1);
+    // Another session's token, valid for its own session only.
+    let mut other = connect(&url).await;
+    let (_, other_token) = open(&mut other).await;
+
+    let mut attacker = connect(&url).await;
+    send(
+        &mut attacker,
+        json!({"type": "session.open", "session_id": "0123456789abcdef0123456789abcdef", "resume_token": token}),
+    )
+    .await;
+    let unknown = reply(&mut attacker).await;
+    assert_eq!(kind(&unknown), "resume_refused");
+    let mut flipped = token.clone().into_bytes();
+    flipped[10] = if flipped[10] == b'A' { b'B' } else { b'A' };
+    let guesses = [
+        String::new(),
+        "0".into(),
+        "777".into(),
+        "A".repeat(43),
+        String::from_utf8(flipped).expect("ascii"),
+        other_token,
+        format!("{token}="),
+    ];
+    for guess in guesses {
+        send(
+            &mut attacker,
+            json!({"type": "session.open", "session_id": id, "resume_token": guess}),
+        )
+        .await;
+        let refused = reply(&mut attacker).await;
+        assert_eq!(kind(&refused), "resume_refused", "{guess:?}");
+        assert_eq!(message(&refused), message(&unknown), "{guess:?}");
+        assert!(!message(&refused).contains(&token));
+    }
+    // The old lease-generation form of a resume is not a resume.
+    send(
+        &mut attacker,
+        json!({"type": "session.open", "session_id": id, "generation": 0}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut attacker).await), "session_exists");
+    // Events for a session the connection does not hold go nowhere.
+    send(&mut attacker, chunk("a1", 0, 0)).await;
+    assert_eq!(kind(&reply(&mut attacker).await), "no_session");
+    send(&mut attacker, json!({"type": "session.close"})).await;
+    assert_eq!(kind(&reply(&mut attacker).await), "no_session");
+
+    // The victim never noticed.
+    assert_eq!(append(&mut victim, "v2").await, 2);
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// A token resumes once: the resume hands out the next, and a copy of the
+/// one it consumed (a leaked token, a replayed message) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_token_is_refused_and_the_new_one_works() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut first = connect(&url).await;
+    let (id, token) = open(&mut first).await;
+    assert_eq!(append(&mut first, "v1").await, 1);
+    drop(first);
+
+    let mut second = connect(&url).await;
+    send(
+        &mut second,
+        json!({"type": "session.open", "session_id": id, "resume_token": token}),
+    )
+    .await;
+    let ServerEvent::Opened {
+        resume_token: next,
+        resumed: true,
+        ..
+    } = reply(&mut second).await
+    else {
+        panic!("expected the owner's resume to succeed")
+    };
+    assert_ne!(next, token);
+
+    let mut replay = connect(&url).await;
+    send(
+        &mut replay,
+        json!({"type": "session.open", "session_id": id, "resume_token": token}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut replay).await), "resume_refused");
+    assert_eq!(append(&mut second, "v2").await, 2);
+
+    // The new token moves the session on (a takeover, as after a network
+    // change); the socket it superseded is told so, without numbers.
+    send(
+        &mut replay,
+        json!({"type": "session.open", "session_id": id, "resume_token": next}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut replay).await,
+        ServerEvent::Opened { resumed: true, .. }
+    ));
+    send(&mut second, chunk("v3", 0, 0)).await;
+    let superseded = reply(&mut second).await;
+    assert_eq!(kind(&superseded), "generation_mismatch");
+    assert!(
+        !message(&superseded).chars().any(|c| c.is_ascii_digit()),
+        "{}",
+        message(&superseded)
+    );
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// Admin events need the admin token: not a client's resume token, not a
+/// guess, and nothing at all when the gateway has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_and_audit_need_the_admin_token() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut client = connect(&url).await;
+    let (id, token) = open(&mut client).await;
+    for event in [
+        json!({"type": "admin.stats"}),
+        json!({"type": "admin.stats", "admin_token": token}),
+        json!({"type": "admin.stats", "admin_token": "test-admin-toke"}),
+        json!({"type": "session.audit", "session_id": id}),
+        json!({"type": "session.audit", "session_id": id, "admin_token": token}),
+    ] {
+        send(&mut client, event.clone()).await;
+        assert_eq!(kind(&reply(&mut client).await), "forbidden", "{event}");
+    }
+    send(
+        &mut client,
+        json!({"type": "admin.stats", "admin_token": ADMIN}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut client).await,
+        ServerEvent::Stats { sessions: 1, .. }
+    ));
+    let _ = stop.send(());
+    server.await.expect("server");
+
+    let (_gw, url, stop, server) = start(Config {
+        admin_token: None,
+        ..audit_config()
+    })
+    .await;
+    let mut client = connect(&url).await;
+    send(
+        &mut client,
+        json!({"type": "admin.stats", "admin_token": ""}),
+    )
+    .await;
+    let refused = reply(&mut client).await;
+    assert_eq!(kind(&refused), "forbidden");
+    assert!(message(&refused).contains("--admin-token"));
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// A large bad value comes back as a short explanation, not a copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_bad_value_is_not_echoed() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut client = connect(&url).await;
+    let epoch = "9".repeat(60_000);
+    client
+        .send(Message::text(
+            json!({"type": "input.commit", "epoch": epoch, "turn": 0}).to_string(),
+        ))
+        .await
+        .expect("send");
+    let refused = reply(&mut client).await;
+    assert_eq!(kind(&refused), "malformed");
+    // The explanation is cut to its first MAX_EXPLANATION bytes.
+    let m = message(&refused);
+    assert!(m.len() < 2 * MAX_EXPLANATION, "{} bytes", m.len());
+    assert!(!m.contains(&"9".repeat(MAX_EXPLANATION)));
+    let _ = stop.send(());
+    server.await.expect("server");
+}
+
+/// A message over the transport limit closes with 1009, and text that is
+/// not UTF-8 with 1007 (RFC 6455 §7.4.1); other clients go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_violations_close_with_their_rfc_6455_codes() {
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut victim = connect(&url).await;
+    let _ = open(&mut victim).await;
+
+    let mut big = connect(&url).await;
+    // Sent as one frame; the server stops reading at the limit.
+    let _ = big.send(Message::text("x".repeat(MAX_FRAME + 1))).await;
+    assert_eq!(close_code(&mut big).await, Some(CloseCode::Size));
+
+    let mut garbled = connect(&url).await;
+    let frame = Frame::message(vec![0xff, 0xfe, b'{'], OpCode::Data(Data::Text), true);
+    garbled
+        .send(Message::Frame(frame))
+        .await
+        .expect("send a raw frame");
+    assert_eq!(close_code(&mut garbled).await, Some(CloseCode::Invalid));
+
+    assert_eq!(append(&mut victim, "v1").await, 1);
+    let _ = stop.send(());
+    server.await.expect("server");
+}
