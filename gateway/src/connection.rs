@@ -1,6 +1,7 @@
-//! One WebSocket connection: it holds at most one session, decodes each
-//! text message, runs it on the shared manager and answers on the same
-//! socket. The stand-in engine's responses stream from their own tasks.
+//! One WebSocket connection's events: it holds at most one session, decodes
+//! each text message, runs it on the shared manager and answers into its
+//! outbox (the socket itself is `transport`'s). The stand-in engine's
+//! responses stream from their own tasks.
 //!
 //! Every operation that changes a session runs inside one shard lock with a
 //! check of the lease generation the connection was handed: after a client
@@ -15,28 +16,20 @@ use duplex_core::{
     LeaseConfig, Modes, OpenOptions, Session, Unfinished,
 };
 use duplex_std::{Error, Sessions};
-use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::ownership::{new_session_id, Owner};
-use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
+use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
 use crate::state::Shared;
 use crate::stats::{add, bump};
+use crate::transport::Outbox;
 
 /// Chunks are appended in this mode.
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
 /// The stage the stand-in engine binds its response requests on.
 const RESPONSE_STAGE: u32 = 0;
-
-/// Outgoing messages queued per connection before the reader waits.
-const OUTBOX: usize = 256;
 
 /// The session a connection holds, and the lease generation it was handed.
 #[derive(Debug, Clone)]
@@ -72,76 +65,20 @@ fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
 #[derive(Debug)]
 pub(crate) struct Connection {
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Message>,
+    outbox: Outbox,
     bound: Option<Held>,
     active: ActiveList,
 }
 
 impl Connection {
-    /// A connection that answers into `tx` (also used by the decoder's
-    /// property test, without a socket).
-    pub(crate) fn new(shared: Arc<Shared>, tx: mpsc::Sender<Message>) -> Self {
+    /// A connection that answers into `outbox` (also used by the
+    /// decoder's property test, without a socket).
+    pub(crate) fn new(shared: Arc<Shared>, outbox: Outbox) -> Self {
         Connection {
             shared,
-            tx,
+            outbox,
             bound: None,
             active: Arc::new(Mutex::new(Vec::new())),
-        }
-    }
-
-    /// Runs the connection until the client closes or drops it, or the
-    /// server shuts down.
-    pub(crate) async fn run(
-        shared: Arc<Shared>,
-        ws: WebSocketStream<TcpStream>,
-        mut stopped: watch::Receiver<bool>,
-    ) {
-        let (mut sink, mut source) = ws.split();
-        let (tx, mut rx) = mpsc::channel::<Message>(OUTBOX);
-        let writer = tokio::spawn(async move {
-            while let Some(message) = rx.recv().await {
-                if sink.send(message).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        });
-        let mut conn = Connection::new(shared, tx);
-        let end = loop {
-            tokio::select! {
-                () = until_stopped(&mut stopped) => break End::Shutdown,
-                message = source.next() => match message {
-                    Some(Ok(Message::Text(text))) => conn.on_text(text.as_str()).await,
-                    Some(Ok(Message::Binary(_))) => {
-                        let refusal = conn.protocol_error(&ProtocolError::Binary);
-                        conn.send(refusal).await;
-                    }
-                    Some(Ok(Message::Close(_))) | None => break End::Dropped,
-                    Some(Err(e)) => break End::Broken(e),
-                    Some(Ok(_)) => {} // ping, pong: tungstenite answers pings
-                },
-            }
-        };
-        match end {
-            End::Shutdown => {
-                conn.stop_responses();
-                let _ = conn
-                    .tx
-                    .send(close(CloseCode::Away, "server shutting down"))
-                    .await;
-                drop(conn);
-                let _ = writer.await;
-            }
-            End::Dropped => conn.dropped(),
-            End::Broken(e) => {
-                // The client broke the transport's rules: say which, with
-                // the code RFC 6455 gives it, then end as a drop.
-                if let Some(frame) = broken(&e) {
-                    let _ = conn.tx.try_send(frame);
-                }
-                tracing::debug!("connection broken: {e}");
-                conn.dropped();
-            }
         }
     }
 
@@ -156,12 +93,22 @@ impl Connection {
         }
     }
 
-    async fn send(&self, event: ServerEvent) {
-        // The writer ends only when the socket is gone: nobody to tell.
-        let _ = self.tx.send(Message::text(event.to_json())).await;
+    pub(crate) async fn send(&self, event: ServerEvent) {
+        self.outbox.send(Message::text(event.to_json())).await;
     }
 
-    fn protocol_error(&self, e: &ProtocolError) -> ServerEvent {
+    /// An event over the connection's rate, refused unread.
+    pub(crate) async fn rate_limited(&self) {
+        bump(&self.shared.stats.rate_limited);
+        let refusal = self.refusal(
+            "rate_limited",
+            "more events per second than this connection may send; nothing was applied",
+            None,
+        );
+        self.send(refusal).await;
+    }
+
+    pub(crate) fn protocol_error(&self, e: &ProtocolError) -> ServerEvent {
         bump(&self.shared.stats.refused);
         ServerEvent::error(e.kind(), e.to_string())
     }
@@ -216,13 +163,15 @@ impl Connection {
             ClientEvent::Audit {
                 session_id,
                 admin_token,
+                from,
             } => self
                 .not_admin(admin_token.as_deref())
-                .or_else(|| Some(self.audit(session_id))),
+                .or_else(|| Some(self.audit(session_id, from.unwrap_or(0)))),
             ClientEvent::Stats { admin_token } => {
                 self.not_admin(admin_token.as_deref()).or_else(|| {
                     Some(ServerEvent::Stats {
                         sessions: self.shared.manager.len() as u64,
+                        connections: self.shared.slots.open() as u64,
                         counters: Box::new(self.shared.counters()),
                     })
                 })
@@ -488,7 +437,7 @@ impl Connection {
             held.session.clone(),
             request.clone(),
             (epoch, turn),
-            self.tx.clone(),
+            self.outbox.clone(),
             Arc::clone(&self.active),
         ));
         active.push(Active {
@@ -616,12 +565,16 @@ impl Connection {
         Some(self.refusal("forbidden", why, None))
     }
 
-    fn audit(&self, session_id: String) -> ServerEvent {
+    fn audit(&self, session_id: String, from: u64) -> ServerEvent {
         match &self.shared.audit {
-            Some(audit) => ServerEvent::Audit {
-                applied: audit.read(&session_id),
-                session_id,
-            },
+            Some(audit) => {
+                let (applied, next) = audit.page(&session_id, from, AUDIT_PAGE);
+                ServerEvent::Audit {
+                    applied,
+                    next,
+                    session_id,
+                }
+            }
             None => self.refusal(
                 "audit_disabled",
                 "the gateway keeps no audit log; start it with --audit",
@@ -632,7 +585,7 @@ impl Connection {
 
     /// Stops streaming this connection's responses (close, shutdown). Their
     /// requests stay in the session until the close releases them.
-    fn stop_responses(&self) {
+    pub(crate) fn stop_responses(&self) {
         for a in lock(&self.active).drain(..) {
             a.task.abort();
         }
@@ -641,7 +594,7 @@ impl Connection {
     /// The socket went away without `session.close`: detach, unless a newer
     /// connection already holds the session. Responses being streamed run
     /// to their end and release their requests.
-    fn dropped(&self) {
+    pub(crate) fn dropped(&self) {
         let Some(held) = &self.bound else { return };
         let Some(fence) = self
             .shared
@@ -659,42 +612,6 @@ impl Connection {
             bump(&self.shared.stats.detached);
         }
     }
-}
-
-/// How a connection's read loop ended.
-enum End {
-    /// The server is shutting down.
-    Shutdown,
-    /// The client closed or the socket ended.
-    Dropped,
-    /// The transport failed or the client broke its rules.
-    Broken(WsError),
-}
-
-/// A close frame.
-fn close(code: CloseCode, reason: &'static str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }))
-}
-
-/// The close frame owed for a transport error, if the socket can still
-/// carry one: 1009 for a message or frame over the limit, 1007 for text
-/// that is not UTF-8, 1002 for any other protocol violation.
-fn broken(e: &WsError) -> Option<Message> {
-    match e {
-        WsError::Capacity(_) => Some(close(CloseCode::Size, "message over the 1 MiB limit")),
-        WsError::Utf8(_) => Some(close(CloseCode::Invalid, "text message is not UTF-8")),
-        WsError::Protocol(_) => Some(close(CloseCode::Protocol, "WebSocket protocol violation")),
-        _ => None,
-    }
-}
-
-/// Resolves once the server is shutting down.
-async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
-    // The guard `wait_for` returns is dropped here, before any await.
-    let _ = stopped.wait_for(|s| *s).await;
 }
 
 /// The options every gateway session opens with.
@@ -721,7 +638,7 @@ async fn stream_response(
     session: Id,
     request: Id,
     (epoch, turn): (u64, u64),
-    tx: mpsc::Sender<Message>,
+    outbox: Outbox,
     active: ActiveList,
 ) {
     let request_id = request.as_str().to_owned();
@@ -736,7 +653,7 @@ async fn stream_response(
         };
         // A client that went away still has its response generated: the
         // engine finishes and releases the request below.
-        let _ = tx.send(Message::text(delta.to_json())).await;
+        outbox.send(Message::text(delta.to_json())).await;
     }
     let released = {
         let mut active = lock(&active);
@@ -757,6 +674,6 @@ async fn stream_response(
             epoch,
             turn,
         };
-        let _ = tx.send(Message::text(done.to_json())).await;
+        outbox.send(Message::text(done.to_json())).await;
     }
 }

@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::connection::Connection;
 use crate::protocol::{encode_audio, ServerEvent};
+use crate::transport::Outbox;
 use crate::{Config, Gateway};
 
 /// Frames shaped like the protocol, with hostile field values.
@@ -106,7 +107,7 @@ proptest! {
             let gw = Gateway::new(config).expect("config");
             // Another client's session, which nothing below may touch (its
             // id has a character the generated ids never use).
-            let (vtx, mut vrx) = mpsc::channel(256);
+            let (vtx, mut vrx) = Outbox::new(1 << 20);
             let mut victim = Connection::new(Arc::clone(&gw.shared), vtx);
             victim.on_text(r#"{"type":"session.open","session_id":"victim-1"}"#).await;
             victim.on_text(&append("v1")).await;
@@ -114,7 +115,7 @@ proptest! {
             let ok = matches!(opened[..], [ServerEvent::Opened { .. }, ServerEvent::Appended { seq: 1, .. }]);
             prop_assert!(ok, "{:?}", opened);
 
-            let (tx, mut rx) = mpsc::channel(256);
+            let (tx, mut rx) = Outbox::new(1 << 20);
             let mut client = Connection::new(Arc::clone(&gw.shared), tx);
             for f in &frames {
                 client.on_text(f).await;

@@ -26,13 +26,16 @@
 mod connection;
 #[cfg(test)]
 mod frames;
+mod limits;
 pub mod loadgen;
 mod ownership;
 pub mod protocol;
 mod server;
 mod state;
 pub mod stats;
+mod transport;
 
+pub use limits::Limits;
 pub use ownership::{Owner, RandomError};
 pub use server::Gateway;
 pub use state::{Config, Manager, StartError};

@@ -22,6 +22,9 @@ pub const MAX_FRAME: usize = 1024 * 1024;
 /// the buffer grows for them).
 pub const READ_BUFFER: usize = 4 * 1024;
 
+/// The most entries one `session.audit` reply carries (about 60 KB).
+pub const AUDIT_PAGE: usize = 1_000;
+
 /// The largest decoded audio chunk accepted in one `input.append` (a 20 ms
 /// chunk of 16 kHz 16-bit mono audio is 640 bytes).
 pub const MAX_AUDIO: usize = 16 * 1024;
@@ -90,6 +93,10 @@ pub enum ClientEvent {
         /// The gateway's admin token.
         #[serde(default)]
         admin_token: Option<String>,
+        /// The first entry wanted (0 if absent): the `next` of the
+        /// previous page.
+        #[serde(default)]
+        from: Option<u64>,
     },
     /// Asks for the server's counters (admin access).
     #[serde(rename = "admin.stats")]
@@ -194,14 +201,19 @@ pub enum ServerEvent {
     Audit {
         /// The session id.
         session_id: String,
-        /// `[epoch, seq, event_id]` per applied chunk.
+        /// `[epoch, seq, event_id]` per applied chunk, at most
+        /// [`AUDIT_PAGE`] from `from`.
         applied: Vec<(u64, u64, String)>,
+        /// Where the next page starts, or `None` if this page is the last.
+        next: Option<u64>,
     },
     /// The server's counters.
     #[serde(rename = "admin.stats")]
     Stats {
         /// Sessions in the manager now.
         sessions: u64,
+        /// Connections open now.
+        connections: u64,
         /// The counters since start.
         counters: Box<crate::stats::Counters>,
     },

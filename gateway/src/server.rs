@@ -10,10 +10,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::connection::Connection;
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
 use crate::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
+use crate::transport;
 
 /// A gateway: the state its connections share, and the accept loop.
 #[derive(Debug)]
@@ -89,13 +89,22 @@ impl Gateway {
                 },
             ))
         };
+        let limits = self.shared.config.limits;
         let mut connections = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        let mut backoff = ACCEPT_BACKOFF_MIN;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        backoff = ACCEPT_BACKOFF_MIN;
+                        let Some(slot) = self.shared.slots.take(peer.ip(), &limits) else {
+                            // Over a cap: closed before any work is done.
+                            bump(&self.shared.stats.connections_refused);
+                            tracing::debug!(%peer, "connection refused: over a connection cap");
+                            continue;
+                        };
                         bump(&self.shared.stats.connections);
                         let shared = Arc::clone(&self.shared);
                         let stopped = stopped.clone();
@@ -103,15 +112,40 @@ impl Gateway {
                             if let Err(e) = serve_connection(shared, stream, stopped).await {
                                 tracing::debug!(%peer, "connection: {e}");
                             }
+                            drop(slot);
                         });
                     }
-                    Err(e) => tracing::warn!("accept: {e}"),
+                    Err(e) => {
+                        // Out of file descriptors, most often: waiting lets
+                        // connections end instead of spinning on the error.
+                        tracing::warn!("accept failed, retrying in {backoff:?}: {e}");
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    }
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
         let _ = stop.send(true);
-        while connections.join_next().await.is_some() {}
+        // Connections end by themselves (a close frame each); those that
+        // do not within the grace (a client that never reads, a handshake
+        // that never ends) are cut. Their sessions are closed below either
+        // way.
+        let ended = tokio::time::timeout(limits.shutdown_grace, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if ended.is_err() {
+            tracing::warn!(
+                "{} connections still open after the shutdown grace; cutting them",
+                connections.len()
+            );
+            connections.abort_all();
+            while connections.join_next().await.is_some() {}
+        }
         let _ = reaper.await;
         self.close_all();
         self.counters()
@@ -136,12 +170,26 @@ impl Gateway {
     }
 }
 
-/// Accepts the WebSocket handshake and runs the connection.
+/// The first wait after a failed accept, and the longest.
+const ACCEPT_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Why a connection ended before it was served.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("WebSocket handshake failed: {0}")]
+    Failed(#[from] tokio_tungstenite::tungstenite::Error),
+    #[error("WebSocket handshake not finished within {0:?}")]
+    TimedOut(std::time::Duration),
+}
+
+/// Accepts the WebSocket handshake (within the handshake timeout) and
+/// runs the connection.
 async fn serve_connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     stopped: watch::Receiver<bool>,
-) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+) -> Result<(), HandshakeError> {
     let _ = stream.set_nodelay(true);
     // A small read buffer: tungstenite zero-fills the unused part of it on
     // every read, and a voice event is about 1 KiB. At the default 128 KiB
@@ -150,7 +198,16 @@ async fn serve_connection(
         .read_buffer_size(READ_BUFFER)
         .max_message_size(Some(MAX_FRAME))
         .max_frame_size(Some(MAX_FRAME));
-    let ws = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await?;
-    Connection::run(shared, ws, stopped).await;
+    let limit = shared.config.limits.handshake_timeout;
+    let ws = tokio::time::timeout(
+        limit,
+        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+    )
+    .await
+    .map_err(|_| {
+        bump(&shared.stats.handshakes_timed_out);
+        HandshakeError::TimedOut(limit)
+    })??;
+    transport::run(shared, ws, stopped).await;
     Ok(())
 }

@@ -11,6 +11,7 @@ use std::time::Duration as StdDuration;
 use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
+use crate::limits::{Limits, Slots};
 use crate::ownership::{Keys, Owner, RandomError};
 use crate::stats::{Counters, Stats};
 
@@ -45,6 +46,8 @@ pub struct Config {
     /// The token `admin.stats` and `session.audit` must carry (`None`:
     /// both are refused). Client access never grants admin access.
     pub admin_token: Option<String>,
+    /// What one client may cost.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             deltas: 3,
             delta_interval: StdDuration::from_millis(5),
             admin_token: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -76,6 +80,10 @@ pub enum StartError {
     /// An empty admin token (it would match an empty guess).
     #[error("the admin token must not be empty")]
     EmptyAdminToken,
+    /// A limit that would stop every client (a zero timeout or cap), or an
+    /// outbound bound too small for one reply.
+    #[error("invalid limit: {0}")]
+    Limit(&'static str),
 }
 
 /// One applied chunk in the audit log: `(epoch, seq, event_id)`.
@@ -110,11 +118,16 @@ impl Audit {
             .push(applied);
     }
 
-    pub(crate) fn read(&self, session: &str) -> Vec<Applied> {
-        self.shard(session)
-            .get(session)
-            .cloned()
-            .unwrap_or_default()
+    /// At most `max` entries of `session` from `from`, and where the next
+    /// page starts (`None`: none left).
+    pub(crate) fn page(&self, session: &str, from: u64, max: usize) -> (Vec<Applied>, Option<u64>) {
+        let shard = self.shard(session);
+        let all = shard.get(session).map_or(&[][..], Vec::as_slice);
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
+        let end = start.saturating_add(max).min(all.len());
+        let page = all.get(start..end).unwrap_or_default().to_vec();
+        let next = (end < all.len()).then_some(end as u64);
+        (page, next)
     }
 }
 
@@ -127,6 +140,7 @@ pub(crate) struct Shared {
     pub(crate) stats: Stats,
     pub(crate) audit: Option<Audit>,
     pub(crate) keys: Keys,
+    pub(crate) slots: Arc<Slots>,
     pub(crate) next_request: AtomicU64,
 }
 
@@ -152,6 +166,7 @@ impl Shared {
         if config.admin_token.as_deref() == Some("") {
             return Err(StartError::EmptyAdminToken);
         }
+        config.limits.check().map_err(StartError::Limit)?;
         let keys = Keys::new(config.admin_token.as_deref()).map_err(StartError::Secret)?;
         Ok(Shared {
             manager: Arc::new(manager),
@@ -160,6 +175,7 @@ impl Shared {
             lease,
             stats: Stats::default(),
             keys,
+            slots: Arc::default(),
             next_request: AtomicU64::new(0),
         })
     }

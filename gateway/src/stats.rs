@@ -61,6 +61,17 @@ counters! {
     fence_refused,
     /// Other refusals (`error` events sent).
     refused,
+    /// Events refused over a connection's rate (also in `refused`).
+    rate_limited,
+    /// Connections refused at accept: over `max_connections` or
+    /// `max_connections_per_ip`.
+    connections_refused,
+    /// Connections that did not finish the WebSocket handshake in time.
+    handshakes_timed_out,
+    /// Connections closed after the idle timeout.
+    idle_closed,
+    /// Connections cut for letting more than `max_outbound_bytes` pile up.
+    slow_dropped,
     /// Connections that ended without `session.close` while holding a
     /// session (the session was detached).
     detached,

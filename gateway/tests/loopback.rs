@@ -230,6 +230,7 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     .await;
     let ServerEvent::Stats {
         sessions: 0,
+        connections: 1,
         counters,
     } = reply(&mut ws).await
     else {

@@ -3,11 +3,12 @@
 //! every engine request and prints its counters.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::{Config, Gateway};
+use duplex_gateway::{Config, Gateway, Limits};
 
 /// A WebSocket voice gateway over duplex-std's shared session manager.
 #[derive(Debug, Parser)]
@@ -40,6 +41,35 @@ struct Args {
     /// Milliseconds the stand-in engine takes per delta.
     #[arg(long, default_value_t = 5)]
     delta_ms: u64,
+    /// Seconds from TCP accept to the end of the WebSocket handshake.
+    #[arg(long, default_value_t = 5.0)]
+    handshake_timeout_s: f64,
+    /// Seconds a connection may send nothing (the server pings at a third
+    /// of it) before it is closed.
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout_s: f64,
+    /// Seconds one write to a client may take before the connection is
+    /// dropped (the client stopped reading).
+    #[arg(long, default_value_t = 10.0)]
+    write_timeout_s: f64,
+    /// Connections open at once.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Connections open at once from one IP address.
+    #[arg(long, default_value_t = 100)]
+    max_connections_per_ip: usize,
+    /// Events per second one connection may send, sustained.
+    #[arg(long, default_value_t = NonZeroU32::new(200).unwrap_or(NonZeroU32::MIN))]
+    events_per_second: NonZeroU32,
+    /// Events one connection may send at once above that rate.
+    #[arg(long, default_value_t = NonZeroU32::new(400).unwrap_or(NonZeroU32::MIN))]
+    events_burst: NonZeroU32,
+    /// KiB queued for one client before it is dropped as not reading.
+    #[arg(long, default_value_t = 1024)]
+    max_outbound_kib: usize,
+    /// Seconds connections get to end after Ctrl-C before they are cut.
+    #[arg(long, default_value_t = 5.0)]
+    shutdown_grace_s: f64,
 }
 
 fn seconds(name: &str, s: f64) -> Result<Duration, String> {
@@ -48,6 +78,17 @@ fn seconds(name: &str, s: f64) -> Result<Duration, String> {
 
 fn config(args: &Args) -> Result<Config, String> {
     let idle_ttl = seconds("idle-ttl-s", args.idle_ttl_s)?;
+    let limits = Limits {
+        handshake_timeout: seconds("handshake-timeout-s", args.handshake_timeout_s)?,
+        idle_timeout: seconds("idle-timeout-s", args.idle_timeout_s)?,
+        write_timeout: seconds("write-timeout-s", args.write_timeout_s)?,
+        max_connections: args.max_connections,
+        max_connections_per_ip: args.max_connections_per_ip,
+        events_per_second: args.events_per_second,
+        events_burst: args.events_burst,
+        max_outbound_bytes: args.max_outbound_kib.saturating_mul(1024),
+        shutdown_grace: seconds("shutdown-grace-s", args.shutdown_grace_s)?,
+    };
     Ok(Config {
         max_sessions: args.max_sessions,
         idle_ttl: (!idle_ttl.is_zero()).then_some(idle_ttl),
@@ -56,13 +97,19 @@ fn config(args: &Args) -> Result<Config, String> {
         deltas: args.deltas,
         delta_interval: Duration::from_millis(args.delta_ms),
         admin_token: args.admin_token.clone(),
+        limits,
     })
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Warnings (a failing accept, connections cut at shutdown) show by
+    // default; RUST_LOG sets another filter.
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing::level_filters::LevelFilter::WARN.into())
+        .from_env_lossy();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();

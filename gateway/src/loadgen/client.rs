@@ -591,24 +591,30 @@ impl Client {
         }
         let mut applied: HashMap<String, Vec<Ack>> = HashMap::new();
         for session in self.sessions.clone() {
-            self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token}))
-                .await?;
-            match self.reply().await? {
-                ServerEvent::Audit { applied: log, .. } => {
-                    for (epoch, seq, event_id) in log {
-                        applied.entry(event_id).or_default().push(Ack {
-                            session: session.clone(),
-                            epoch,
-                            seq,
-                        });
+            let mut from = Some(0);
+            while let Some(at) = from {
+                self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token, "from": at}))
+                    .await?;
+                match self.reply().await? {
+                    ServerEvent::Audit {
+                        applied: log, next, ..
+                    } => {
+                        for (epoch, seq, event_id) in log {
+                            applied.entry(event_id).or_default().push(Ack {
+                                session: session.clone(),
+                                epoch,
+                                seq,
+                            });
+                        }
+                        from = next;
                     }
-                }
-                ServerEvent::Error { kind, message, .. } => {
-                    return Err(Unreconciled::Refused(format!("{kind}: {message}")));
-                }
-                other => {
-                    self.unexpected("session.audit", &other);
-                    return Err(Unreconciled::Refused(format!("{other:?}")));
+                    ServerEvent::Error { kind, message, .. } => {
+                        return Err(Unreconciled::Refused(format!("{kind}: {message}")));
+                    }
+                    other => {
+                        self.unexpected("session.audit", &other);
+                        return Err(Unreconciled::Refused(format!("{other:?}")));
+                    }
                 }
             }
         }

@@ -1,0 +1,226 @@
+//! One client's socket: the read loop that feeds a [`Connection`], the
+//! writer that drains its [`Outbox`], and the limits on both (rate,
+//! idleness with server pings, write deadline, queued bytes), and the
+//! close codes of RFC 6455 when a limit or the transport ends it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::{timeout, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::connection::Connection;
+use crate::protocol::ProtocolError;
+use crate::state::Shared;
+use crate::stats::bump;
+
+/// Messages queued per connection before a sender waits (the bytes are
+/// bounded separately, by `Limits::max_outbound_bytes`).
+const QUEUE: usize = 256;
+
+/// How long a closing connection waits for the client's close frame.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What a connection sends to its client: a queue bounded in messages and
+/// in bytes. A client that lets more than the byte bound pile up is cut
+/// off (it is not reading), instead of growing the gateway.
+#[derive(Debug, Clone)]
+pub(crate) struct Outbox {
+    tx: mpsc::Sender<Message>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    overflow: Arc<Notify>,
+}
+
+impl Outbox {
+    /// An outbox of at most `limit` queued bytes, and the receiving end
+    /// its writer drains.
+    pub(crate) fn new(limit: usize) -> (Self, mpsc::Receiver<Message>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let outbox = Outbox {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+            limit,
+            overflow: Arc::new(Notify::new()),
+        };
+        (outbox, rx)
+    }
+
+    /// Queues `message`; drops it, and flags the connection to be cut, if
+    /// it would take the queue over its byte bound. Waits only while the
+    /// queue is full of messages.
+    pub(crate) async fn send(&self, message: Message) {
+        let len = message.len();
+        if self.queued.fetch_add(len, Ordering::Relaxed) + len > self.limit {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            self.overflow.notify_one();
+            return;
+        }
+        if self.tx.send(message).await.is_err() {
+            // The writer is gone: the socket is, too.
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Queues `message` if there is room now (a close frame on the way
+    /// out: never waits).
+    fn offer(&self, message: Message) {
+        let len = message.len();
+        if self.tx.try_send(message).is_ok() {
+            self.queued.fetch_add(len, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How a connection's read loop ended.
+enum End {
+    /// The server is shutting down.
+    Shutdown,
+    /// The client closed, the socket ended, or the writer gave up on a
+    /// client that stopped reading.
+    Dropped,
+    /// The transport failed or the client broke its rules.
+    Broken(WsError),
+    /// The client sent nothing for the idle timeout.
+    Idle,
+    /// More bytes queued for the client than the bound.
+    Overflow,
+}
+
+/// A close frame.
+fn close(code: CloseCode, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+/// The close frame owed for a transport error, if the socket can still
+/// carry one: 1009 for a message or frame over the limit, 1007 for text
+/// that is not UTF-8, 1002 for any other protocol violation.
+fn broken(e: &WsError) -> Option<Message> {
+    match e {
+        WsError::Capacity(_) => Some(close(CloseCode::Size, "message over the 1 MiB limit")),
+        WsError::Utf8(_) => Some(close(CloseCode::Invalid, "text message is not UTF-8")),
+        WsError::Protocol(_) => Some(close(CloseCode::Protocol, "WebSocket protocol violation")),
+        _ => None,
+    }
+}
+
+/// Resolves once the server is shutting down.
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, before any await.
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// Runs a connection until the client closes or drops it, a limit ends
+/// it, or the server shuts down.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    ws: WebSocketStream<TcpStream>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let limits = shared.config.limits;
+    let (mut sink, mut source) = ws.split();
+    let (outbox, mut rx) = Outbox::new(limits.max_outbound_bytes);
+    let mut writer = {
+        // Only the count: a sender here would keep the queue open forever.
+        let queued = Arc::clone(&outbox.queued);
+        tokio::spawn(async move {
+            while let Some(message) = rx.recv().await {
+                let len = message.len();
+                let sent = timeout(limits.write_timeout, sink.send(message)).await;
+                queued.fetch_sub(len, Ordering::Relaxed);
+                if !matches!(sent, Ok(Ok(()))) {
+                    // Failed, or the client stopped reading: give up on it.
+                    return;
+                }
+            }
+            let _ = timeout(limits.write_timeout, sink.close()).await;
+        })
+    };
+    let rate: DefaultDirectRateLimiter = RateLimiter::direct(
+        Quota::per_second(limits.events_per_second).allow_burst(limits.events_burst),
+    );
+    let mut pings = tokio::time::interval(limits.ping_interval());
+    pings.reset();
+    let mut heard = Instant::now();
+    let overflow = Arc::clone(&outbox.overflow);
+    let mut conn = Connection::new(Arc::clone(&shared), outbox.clone());
+    let end = loop {
+        tokio::select! {
+            () = until_stopped(&mut stopped) => break End::Shutdown,
+            _ = &mut writer => break End::Dropped,
+            () = overflow.notified() => break End::Overflow,
+            () = tokio::time::sleep_until(heard + limits.idle_timeout) => break End::Idle,
+            _ = pings.tick() => outbox.offer(Message::Ping(tokio_tungstenite::tungstenite::Bytes::new())),
+            message = source.next() => {
+                heard = Instant::now();
+                match message {
+                    Some(Ok(Message::Text(text))) => {
+                        if rate.check().is_ok() {
+                            conn.on_text(text.as_str()).await;
+                        } else {
+                            conn.rate_limited().await;
+                        }
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        let refusal = conn.protocol_error(&ProtocolError::Binary);
+                        conn.send(refusal).await;
+                    }
+                    Some(Ok(Message::Close(_))) | None => break End::Dropped,
+                    Some(Err(e)) => break End::Broken(e),
+                    Some(Ok(_)) => {} // ping, pong: tungstenite answers pings
+                }
+            }
+        }
+    };
+    match end {
+        End::Shutdown => {
+            conn.stop_responses();
+            outbox.offer(close(CloseCode::Away, "server shutting down"));
+            drop((conn, outbox));
+            // The close frame goes out unless the client stopped reading;
+            // the write deadline bounds the wait.
+            let _ = timeout(limits.write_timeout, writer).await;
+            return;
+        }
+        End::Dropped => {}
+        End::Broken(e) => {
+            // The client broke the transport's rules: say which, with the
+            // code RFC 6455 gives it, then end as a drop.
+            if let Some(frame) = broken(&e) {
+                outbox.offer(frame);
+            }
+            tracing::debug!("connection broken: {e}");
+        }
+        End::Idle => {
+            bump(&shared.stats.idle_closed);
+            outbox.offer(close(CloseCode::Policy, "idle timeout"));
+            // The closing handshake: the client's last frames (pongs) and
+            // its close are read, so that it sees the close frame rather
+            // than a reset; a client that does not answer is let go.
+            let _ = timeout(LINGER, async {
+                while let Some(Ok(message)) = source.next().await {
+                    if message.is_close() {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+        End::Overflow => {
+            // Nothing more can reach a client that does not read: cut it.
+            bump(&shared.stats.slow_dropped);
+            writer.abort();
+        }
+    }
+    conn.dropped();
+}
