@@ -215,14 +215,10 @@ impl PySession {
         let core = match (profile, reuse) {
             // A closed session's storage, opened again in place: the tables
             // are emptied, not rewritten (a server session is ~45 KiB).
-            (Profile::Server, Some(CoreAny::Server(mut boxed))) if boxed.as_open().is_some() => {
-                let fence = o.fence.fence()?;
-                match boxed.as_open_mut() {
-                    Some(open) => open
-                        .recycle(fence, options, o.now)
-                        .map_err(|e| core_error(e, cx))?,
-                    None => return Err(gone()),
-                }
+            (Profile::Server, Some(CoreAny::Server(mut boxed))) => {
+                boxed
+                    .recycle(o.fence.fence()?, options, o.now)
+                    .map_err(|e| core_error(e, cx))?;
                 CoreAny::Server(boxed)
             }
             (Profile::Server, _) => {
@@ -427,14 +423,13 @@ impl PySession {
             .map_err(|e| core_error(e, Context::default()))
     }
 
-    /// Closes in one step (begin_close + finalize), for the manager.
     /// Closes in one step (the manager's `close_session`): `None` if the
     /// session was already closing. An open or detached session accepts
-    /// the fence, releases every request it held and becomes closed without
-    /// moving its storage, which comes back (if it was open) for the next
-    /// session to reuse.
-    // `None`: already closing; `Some(storage)`: closed now, with the
-    // storage to reuse if the session was open.
+    /// the fence and is closed by the core where it sits (the generation
+    /// bump and the release are the core's); its storage comes back for
+    /// the next session to recycle.
+    // `None`: already closing; `Some(storage)`: closed now, with its
+    // storage.
     #[allow(clippy::option_option)]
     pub(crate) fn terminate_now(
         &self,
@@ -456,26 +451,28 @@ impl PySession {
             return Err(self.refuse(py, &mut inner, e, Some(&fence.object), cx));
         }
         let facts = Self::facts_of(&inner);
-        let generation = inner
-            .core
-            .as_ref()
-            .map_or(0, |c| on!(c, s => s.lease_generation()));
+        // The core closes (its rule: the generation bump, the requests
+        // released) where the session sits; nobody reads the ids here.
+        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let core_reason = close_reason(reason.to_str()?);
+        let generation = on!(core, s => {
+            let mut released = duplex_core::RequestIds::new();
+            s.close_into(&fence.fence()?, core_reason, &mut released)
+                .map(|()| s.lease_generation())
+        })
+        .map_err(|e| core_error(e, cx))?;
         inner.facts = facts;
         inner.closed = Some(Closed {
             fence: fence.object.clone().unbind(),
             epoch: fence.epoch,
             turn: fence.turn,
-            // Closing bumps the generation, as the seed's mark_terminal does.
-            generation: generation + 1,
+            generation,
         });
         inner.fence_object = Some(fence.object.clone().unbind());
         inner.terminal_reason = Some(reason.clone().unbind());
         inner.records.clear();
-        let storage = inner
-            .core
-            .take()
-            .filter(|c| on!(c, s => s.as_open().is_some()));
-        Ok(Some(storage))
+        // The storage goes back for the next open to recycle.
+        Ok(Some(inner.core.take()))
     }
 
     pub(crate) fn facts_of(inner: &Inner) -> Option<Facts> {

@@ -98,8 +98,8 @@ impl<
         self.chunks.get(c)?.get(i)?.as_ref()
     }
 
-    /// The storage of an occupied `slot`: its session, or `None` while the
-    /// session is mid-transition.
+    /// The storage of `slot`: its session (a freed slot keeps its last,
+    /// closed one for `recycle`), or `None` if none was ever stored there.
     pub(crate) fn entry(
         &mut self,
         slot: u32,

@@ -368,26 +368,43 @@ impl<
         options: OpenOptions<SC, RC>,
         now: Instant,
     ) -> Result<(), Error> {
-        Session::<Open, SC, RC, R, B, D, A, L, K>::completed_limit_of(&options)?;
-        if !matches!(self.typed, Typed::Open(_, _)) {
-            self.transition(|typed| {
-                let open = match typed {
-                    Typed::Open(s, _) => s,
-                    Typed::Detached(s, _) => s.into_state(Open),
-                    Typed::Closing(s, _) => s.into_state(Open),
-                    vacant @ Typed::Vacant(_) => return (vacant, ()),
-                };
-                (Typed::Open(open, None), ())
-            });
-        }
         if let Typed::Open(s, closed) = &mut self.typed {
             s.recycle(fence, options, now)?;
             *closed = None;
+            return Ok(());
+        }
+        self.recycle_moved(fence, options, now)
+    }
+
+    /// [`recycle`](Self::recycle) of storage in another shape than `Open`:
+    /// the one path that moves the session. Kept out of line, so that the
+    /// common path's frame stays small (a server-profile session is 45 KB
+    /// of stack in any frame that holds one).
+    #[cold]
+    #[inline(never)]
+    fn recycle_moved(
+        &mut self,
+        fence: Fence<L>,
+        options: OpenOptions<SC, RC>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        Session::<Open, SC, RC, R, B, D, A, L, K>::completed_limit_of(&options)?;
+        self.transition(|typed| {
+            let open = match typed {
+                Typed::Open(s, _) => s,
+                Typed::Detached(s, _) => s.into_state(Open),
+                Typed::Closing(s, _) => s.into_state(Open),
+                vacant @ Typed::Vacant(_) => return (vacant, ()),
+            };
+            (Typed::Open(open, None), ())
+        });
+        if let Typed::Open(s, _) = &mut self.typed {
+            s.recycle(fence, options, now)
         } else {
             // Only a session that no transition ever left: build one.
             self.typed = Typed::Open(Session::open_with_capacities(fence, options, now)?, None);
+            Ok(())
         }
-        Ok(())
     }
 
     /// Replaces `ids` with every request id the session holds (unique, in
