@@ -19,6 +19,7 @@ use duplex_std::{Error, Sessions};
 use tokio::task::AbortHandle;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::auth::scoped;
 use crate::ownership::{new_session_id, Owner};
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
 use crate::state::Shared;
@@ -34,7 +35,10 @@ const RESPONSE_STAGE: u32 = 0;
 /// The session a connection holds, and the lease generation it was handed.
 #[derive(Debug, Clone)]
 struct Held {
+    /// The id the manager knows it by (scoped to the principal).
     session: Id,
+    /// The id the client knows it by.
+    client_id: String,
     incarnation: u64,
     generation: u64,
 }
@@ -66,6 +70,8 @@ fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
 pub(crate) struct Connection {
     shared: Arc<Shared>,
     outbox: Outbox,
+    /// Who the connection authenticated as (`None` without `--auth-secret`).
+    principal: Option<String>,
     bound: Option<Held>,
     active: ActiveList,
 }
@@ -73,10 +79,11 @@ pub(crate) struct Connection {
 impl Connection {
     /// A connection that answers into `outbox` (also used by the
     /// decoder's property test, without a socket).
-    pub(crate) fn new(shared: Arc<Shared>, outbox: Outbox) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, outbox: Outbox, principal: Option<String>) -> Self {
         Connection {
             shared,
             outbox,
+            principal,
             bound: None,
             active: Arc::new(Mutex::new(Vec::new())),
         }
@@ -164,9 +171,11 @@ impl Connection {
                 session_id,
                 admin_token,
                 from,
-            } => self
-                .not_admin(admin_token.as_deref())
-                .or_else(|| Some(self.audit(session_id, from.unwrap_or(0)))),
+                principal,
+            } => self.not_admin(admin_token.as_deref()).or_else(|| {
+                let session = scoped(principal.as_deref(), &session_id);
+                Some(self.audit(session, from.unwrap_or(0)))
+            }),
             ClientEvent::Stats { admin_token } => {
                 self.not_admin(admin_token.as_deref()).or_else(|| {
                     Some(ServerEvent::Stats {
@@ -221,7 +230,7 @@ impl Connection {
                 "already_open",
                 format!(
                     "this connection holds session {}; one session per connection",
-                    held.session
+                    held.client_id
                 ),
                 None,
             );
@@ -252,7 +261,10 @@ impl Connection {
                 None,
             );
         };
-        let Ok(session) = Id::new(&session_id) else {
+        if <Id>::new(&session_id).is_err() {
+            return self.resume_refused();
+        }
+        let Ok(session) = Id::new(&scoped(self.principal.as_deref(), &session_id)) else {
             return self.resume_refused();
         };
         let Some((fence, owner, generation)) = self
@@ -280,12 +292,13 @@ impl Connection {
             Ok(next) => {
                 bump(&self.shared.stats.resumed);
                 self.bound = Some(Held {
-                    session,
+                    session: session.clone(),
+                    client_id: session_id.clone(),
                     incarnation: fence.incarnation,
                     generation: next,
                 });
                 ServerEvent::Opened {
-                    resume_token: keys.token(&session_id, &owner, next),
+                    resume_token: keys.token(session.as_str(), &owner, next),
                     session_id,
                     incarnation: fence.incarnation,
                     epoch: fence.epoch,
@@ -313,7 +326,12 @@ impl Connection {
                 );
             }
         };
-        let session = match self.id(&session_id, None) {
+        // The client's id is checked as the client gave it; the manager
+        // knows it scoped to the principal.
+        if let Err(e) = self.id(&session_id, None) {
+            return e;
+        }
+        let session = match self.id(&scoped(self.principal.as_deref(), &session_id), None) {
             Ok(id) => id,
             Err(e) => return e,
         };
@@ -326,12 +344,13 @@ impl Connection {
             Ok(()) => {
                 bump(&self.shared.stats.opened);
                 self.bound = Some(Held {
-                    session,
+                    session: session.clone(),
+                    client_id: session_id.clone(),
                     incarnation: 0,
                     generation: 0,
                 });
                 ServerEvent::Opened {
-                    resume_token: self.shared.keys.token(&session_id, &owner, 0),
+                    resume_token: self.shared.keys.token(session.as_str(), &owner, 0),
                     session_id,
                     incarnation: 0,
                     epoch: 0,
@@ -543,7 +562,7 @@ impl Connection {
                 add(&self.shared.stats.requests_closed, request_ids.len());
                 self.bound = None;
                 ServerEvent::Closed {
-                    session_id: held.session.as_str().to_owned(),
+                    session_id: held.client_id,
                     request_ids,
                 }
             }

@@ -108,7 +108,7 @@ proptest! {
             // Another client's session, which nothing below may touch (its
             // id has a character the generated ids never use).
             let (vtx, mut vrx) = Outbox::new(1 << 20);
-            let mut victim = Connection::new(Arc::clone(&gw.shared), vtx);
+            let mut victim = Connection::new(Arc::clone(&gw.shared), vtx, None);
             victim.on_text(r#"{"type":"session.open","session_id":"victim-1"}"#).await;
             victim.on_text(&append("v1")).await;
             let opened = drain(&mut vrx);
@@ -116,7 +116,7 @@ proptest! {
             prop_assert!(ok, "{:?}", opened);
 
             let (tx, mut rx) = Outbox::new(1 << 20);
-            let mut client = Connection::new(Arc::clone(&gw.shared), tx);
+            let mut client = Connection::new(Arc::clone(&gw.shared), tx, None);
             for f in &frames {
                 client.on_text(f).await;
                 let replies = drain(&mut rx);

@@ -23,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod connection;
 #[cfg(test)]
 mod frames;

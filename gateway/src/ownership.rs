@@ -70,14 +70,19 @@ impl Owner {
 /// A server-chosen session id: 128 bits from the OS random source, as 32
 /// lowercase hex digits (the default profile's 32-byte id limit).
 pub(crate) fn new_session_id() -> Result<String, RandomError> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 16] = random()?;
-    let mut id = String::with_capacity(32);
-    for b in bytes {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 0xf)]));
+    Ok(hex(&bytes))
+}
+
+/// `bytes` as lowercase hex digits.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
     }
-    Ok(id)
+    out
 }
 
 /// The gateway's secrets: the key resume tokens are made with, and the

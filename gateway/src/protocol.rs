@@ -97,6 +97,10 @@ pub enum ClientEvent {
         /// previous page.
         #[serde(default)]
         from: Option<u64>,
+        /// The principal that owns the session, on a gateway with
+        /// `--auth-secret` (session ids are scoped to their principal).
+        #[serde(default)]
+        principal: Option<String>,
     },
     /// Asks for the server's counters (admin access).
     #[serde(rename = "admin.stats")]

@@ -8,6 +8,8 @@ use duplex_core::CloseReason;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
@@ -199,15 +201,36 @@ async fn serve_connection(
         .max_message_size(Some(MAX_FRAME))
         .max_frame_size(Some(MAX_FRAME));
     let limit = shared.config.limits.handshake_timeout;
+    // With `--auth-secret`, the handshake is where a connection says who
+    // it is; without a valid token it gets HTTP 401 and nothing else.
+    let mut principal = None;
+    // The error type is tungstenite's (an HTTP response): not ours to box.
+    #[allow(clippy::result_large_err)]
+    let check = |request: &Request, response: Response| match &shared.verifier {
+        None => Ok(response),
+        Some(verifier) => match verifier.principal(request) {
+            Ok(p) => {
+                principal = Some(p);
+                Ok(response)
+            }
+            Err(e) => {
+                bump(&shared.stats.auth_refused);
+                tracing::debug!("handshake refused: {e}");
+                let mut refusal = ErrorResponse::new(Some(e.to_string()));
+                *refusal.status_mut() = StatusCode::UNAUTHORIZED;
+                Err(refusal)
+            }
+        },
+    };
     let ws = tokio::time::timeout(
         limit,
-        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)),
     )
     .await
     .map_err(|_| {
         bump(&shared.stats.handshakes_timed_out);
         HandshakeError::TimedOut(limit)
     })??;
-    transport::run(shared, ws, stopped).await;
+    transport::run(shared, ws, principal, stopped).await;
     Ok(())
 }

@@ -11,6 +11,7 @@ use std::time::Duration as StdDuration;
 use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
+use crate::auth::Verifier;
 use crate::limits::{Limits, Slots};
 use crate::ownership::{Keys, Owner, RandomError};
 use crate::stats::{Counters, Stats};
@@ -25,9 +26,12 @@ pub type Manager = SharedManager<TokioClock, Owner>;
 /// ```
 /// let c = duplex_gateway::Config::default();
 /// assert_eq!(c.max_sessions, 10_000);
-/// assert!(!c.audit && c.admin_token.is_none());
+/// assert!(!c.audit && c.admin_token.is_none() && c.auth_secret.is_none());
+/// // Secrets stay out of logs.
+/// let c = duplex_gateway::Config { admin_token: Some("s3cret".into()), ..c };
+/// assert!(!format!("{c:?}").contains("s3cret"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     /// Admission limit.
     pub max_sessions: usize,
@@ -46,8 +50,28 @@ pub struct Config {
     /// The token `admin.stats` and `session.audit` must carry (`None`:
     /// both are refused). Client access never grants admin access.
     pub admin_token: Option<String>,
+    /// The HS256 key connections' bearer tokens are verified with (`None`:
+    /// connections are anonymous). See [`auth`](crate::auth).
+    pub auth_secret: Option<String>,
     /// What one client may cost.
     pub limits: Limits,
+}
+
+impl core::fmt::Debug for Config {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let secret = |s: &Option<String>| s.as_ref().map(|_| "..");
+        f.debug_struct("Config")
+            .field("max_sessions", &self.max_sessions)
+            .field("idle_ttl", &self.idle_ttl)
+            .field("grace", &self.grace)
+            .field("audit", &self.audit)
+            .field("deltas", &self.deltas)
+            .field("delta_interval", &self.delta_interval)
+            .field("admin_token", &secret(&self.admin_token))
+            .field("auth_secret", &secret(&self.auth_secret))
+            .field("limits", &self.limits)
+            .finish()
+    }
 }
 
 impl Default for Config {
@@ -60,6 +84,7 @@ impl Default for Config {
             deltas: 3,
             delta_interval: StdDuration::from_millis(5),
             admin_token: None,
+            auth_secret: None,
             limits: Limits::default(),
         }
     }
@@ -80,6 +105,12 @@ pub enum StartError {
     /// An empty admin token (it would match an empty guess).
     #[error("the admin token must not be empty")]
     EmptyAdminToken,
+    /// An empty authentication secret (anyone could sign tokens).
+    #[error("the auth secret must not be empty")]
+    EmptyAuthSecret,
+    /// The token library refused the authentication secret.
+    #[error("the auth secret was refused: {0}")]
+    AuthSecret(String),
     /// A limit that would stop every client (a zero timeout or cap), or an
     /// outbound bound too small for one reply.
     #[error("invalid limit: {0}")]
@@ -140,6 +171,7 @@ pub(crate) struct Shared {
     pub(crate) stats: Stats,
     pub(crate) audit: Option<Audit>,
     pub(crate) keys: Keys,
+    pub(crate) verifier: Option<Verifier>,
     pub(crate) slots: Arc<Slots>,
     pub(crate) next_request: AtomicU64,
 }
@@ -166,7 +198,16 @@ impl Shared {
         if config.admin_token.as_deref() == Some("") {
             return Err(StartError::EmptyAdminToken);
         }
+        if config.auth_secret.as_deref() == Some("") {
+            return Err(StartError::EmptyAuthSecret);
+        }
         config.limits.check().map_err(StartError::Limit)?;
+        let verifier = config
+            .auth_secret
+            .as_deref()
+            .map(|s| Verifier::new(s.as_bytes()))
+            .transpose()
+            .map_err(|e| StartError::AuthSecret(e.to_string()))?;
         let keys = Keys::new(config.admin_token.as_deref()).map_err(StartError::Secret)?;
         Ok(Shared {
             manager: Arc::new(manager),
@@ -175,6 +216,7 @@ impl Shared {
             lease,
             stats: Stats::default(),
             keys,
+            verifier,
             slots: Arc::default(),
             next_request: AtomicU64::new(0),
         })

@@ -68,6 +68,8 @@ counters! {
     connections_refused,
     /// Connections that did not finish the WebSocket handshake in time.
     handshakes_timed_out,
+    /// Handshakes refused for a missing or invalid bearer token.
+    auth_refused,
     /// Connections closed after the idle timeout.
     idle_closed,
     /// Connections cut for letting more than `max_outbound_bytes` pile up.

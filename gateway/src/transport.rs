@@ -125,6 +125,7 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
 pub(crate) async fn run(
     shared: Arc<Shared>,
     ws: WebSocketStream<TcpStream>,
+    principal: Option<String>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let limits = shared.config.limits;
@@ -153,7 +154,7 @@ pub(crate) async fn run(
     pings.reset();
     let mut heard = Instant::now();
     let overflow = Arc::clone(&outbox.overflow);
-    let mut conn = Connection::new(Arc::clone(&shared), outbox.clone());
+    let mut conn = Connection::new(Arc::clone(&shared), outbox.clone(), principal);
     let end = loop {
         tokio::select! {
             () = until_stopped(&mut stopped) => break End::Shutdown,

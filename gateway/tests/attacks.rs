@@ -300,3 +300,133 @@ async fn transport_violations_close_with_their_rfc_6455_codes() {
     let _ = stop.send(());
     server.await.expect("server");
 }
+
+/// The gateway with `--auth-secret`, and tokens minted for it.
+mod authenticated {
+    use super::*;
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    const SECRET: &str = "the application backend's signing key";
+
+    fn token(secret: &str, sub: &str, exp_from_now: i64) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let exp = now.saturating_add_signed(exp_from_now);
+        encode(
+            &Header::new(Algorithm::HS256),
+            &json!({"sub": sub, "exp": exp}),
+            &EncodingKey::from_secret(secret.as_bytes()).expect("key"),
+        )
+        .expect("token")
+    }
+
+    async fn connect_as(url: &str, bearer: Option<&str>) -> Result<Ws, String> {
+        let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+        if let Some(t) = bearer {
+            let value = format!("Bearer {t}").parse().map_err(|_| "header")?;
+            request.headers_mut().insert("authorization", value);
+        }
+        tokio_tungstenite::connect_async(request)
+            .await
+            .map(|(ws, _)| ws)
+            .map_err(|e| e.to_string())
+    }
+
+    fn config() -> Config {
+        Config {
+            auth_secret: Some(SECRET.into()),
+            ..audit_config()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_connection_without_a_valid_token() {
+        let (_gw, url, stop, server) = start(config()).await;
+        for bearer in [
+            None,
+            Some(token("another key", "alice", 600)),
+            Some(token(SECRET, "alice", -600)),
+            Some(token(SECRET, "", 600)),
+            Some("not.a.jwt".to_owned()),
+        ] {
+            let refused = connect_as(&url, bearer.as_deref()).await;
+            let Err(e) = refused else {
+                panic!("accepted {bearer:?}")
+            };
+            assert!(e.contains("401"), "{e}");
+        }
+        let mut ws = connect_as(&url, Some(&token(SECRET, "alice", 600)))
+            .await
+            .expect("a valid token is accepted");
+        let _ = open(&mut ws).await;
+        let _ = stop.send(());
+        let counters = server.await.expect("server");
+        assert_eq!(counters.auth_refused, 5);
+    }
+
+    /// Two principals may use one session id without meeting; neither can
+    /// open, resume or learn of the other's session.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_principal_reaches_only_its_own_sessions() {
+        let (_gw, url, stop, server) = start(config()).await;
+        let alice_jwt = token(SECRET, "alice", 600);
+        let mut alice = connect_as(&url, Some(&alice_jwt)).await.expect("alice");
+        send(
+            &mut alice,
+            json!({"type": "session.open", "session_id": "call-1"}),
+        )
+        .await;
+        let ServerEvent::Opened {
+            session_id,
+            resume_token,
+            ..
+        } = reply(&mut alice).await
+        else {
+            panic!("alice opens call-1")
+        };
+        assert_eq!(session_id, "call-1");
+        assert_eq!(append(&mut alice, "a1").await, 1);
+
+        let mut bob = connect_as(&url, Some(&token(SECRET, "bob", 600)))
+            .await
+            .expect("bob");
+        // Alice's token, even if Bob got hold of it, resumes nothing of his.
+        send(
+            &mut bob,
+            json!({"type": "session.open", "session_id": "call-1", "resume_token": resume_token}),
+        )
+        .await;
+        assert_eq!(kind(&reply(&mut bob).await), "resume_refused");
+        // Bob's own call-1 is a new session, not Alice's.
+        send(
+            &mut bob,
+            json!({"type": "session.open", "session_id": "call-1"}),
+        )
+        .await;
+        assert!(matches!(
+            reply(&mut bob).await,
+            ServerEvent::Opened { resumed: false, .. }
+        ));
+        assert_eq!(append(&mut bob, "b1").await, 1);
+        assert_eq!(append(&mut alice, "a2").await, 2);
+
+        // The admin reads each principal's log by principal and id.
+        let mut admin = connect_as(&url, Some(&token(SECRET, "ops", 600)))
+            .await
+            .expect("admin");
+        send(
+            &mut admin,
+            json!({"type": "session.audit", "session_id": "call-1", "principal": "alice", "admin_token": ADMIN}),
+        )
+        .await;
+        let ServerEvent::Audit { applied, .. } = reply(&mut admin).await else {
+            panic!("expected session.audit")
+        };
+        let ids: Vec<&str> = applied.iter().map(|(_, _, id)| id.as_str()).collect();
+        assert_eq!(ids, ["a1", "a2"]);
+        let _ = stop.send(());
+        server.await.expect("server");
+    }
+}

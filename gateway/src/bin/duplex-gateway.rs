@@ -35,6 +35,11 @@ struct Args {
     /// line, which other users can see).
     #[arg(long, env = "DUPLEX_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Require every connection to present an HS256 JWT (its `sub` is the
+    /// connection's principal; session ids are scoped to it), verified
+    /// with this secret. Without it connections are anonymous.
+    #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
+    auth_secret: Option<String>,
     /// `response.delta` events per response.
     #[arg(long, default_value_t = 3)]
     deltas: u32,
@@ -97,6 +102,7 @@ fn config(args: &Args) -> Result<Config, String> {
         deltas: args.deltas,
         delta_interval: Duration::from_millis(args.delta_ms),
         admin_token: args.admin_token.clone(),
+        auth_secret: args.auth_secret.clone(),
         limits,
     })
 }
