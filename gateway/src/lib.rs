@@ -27,6 +27,9 @@ pub mod auth;
 mod connection;
 #[cfg(test)]
 mod frames;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod limits;
 pub mod loadgen;
 mod ownership;
