@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{Client, Tally};
+use client::{Client, Identity, Tally};
 
 /// How a load run goes.
 ///
@@ -53,6 +53,9 @@ pub struct Config {
     /// The gateway's admin token, for the audit that reconciles each
     /// client's ledger (without it the run cannot reconcile, and fails).
     pub admin_token: Option<String>,
+    /// The gateway's `--auth-secret`: each client then connects with a
+    /// bearer token of its own principal, `loadgen-<n>`.
+    pub auth_secret: Option<String>,
 }
 
 impl Config {
@@ -67,6 +70,7 @@ impl Config {
             faults: true,
             seed: 1,
             admin_token: None,
+            auth_secret: None,
         }
     }
 }
@@ -197,6 +201,28 @@ pub enum LoadError {
     /// The host does not resolve.
     #[error("cannot resolve {0}: {1}")]
     Resolve(String, std::io::Error),
+    /// A bearer token could not be made from `auth_secret`.
+    #[error("cannot make a bearer token: {0}")]
+    Token(String),
+}
+
+/// A client's principal (`loadgen-<idx>`) and a bearer token for it,
+/// valid for the run and an hour after.
+fn identity(secret: &str, idx: usize, run: Duration) -> Result<Identity, LoadError> {
+    let principal = format!("loadgen-{idx}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let exp = now + run.as_secs() + 3_600;
+    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes())
+        .map_err(|e| LoadError::Token(e.to_string()))?;
+    let bearer = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({"sub": principal, "exp": exp}),
+        &key,
+    )
+    .map_err(|e| LoadError::Token(e.to_string()))?;
+    Ok(Identity { principal, bearer })
 }
 
 /// Resolves `ws://HOST:PORT` and refuses anything but loopback.
@@ -247,7 +273,11 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
     let deadline = tokio::time::Instant::now() + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for idx in 0..config.clients {
-        let client = Client::new(idx, addr, Arc::clone(&config));
+        let identity = match &config.auth_secret {
+            Some(secret) => Some(identity(secret, idx, config.duration)?),
+            None => None,
+        };
+        let client = Client::new(idx, addr, Arc::clone(&config), identity);
         tasks.spawn(client.run(deadline));
     }
     let mut tally = Tally::default();

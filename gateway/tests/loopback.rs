@@ -256,12 +256,20 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     assert_eq!(gw.sessions(), 0);
 }
 
+/// Fifty clients, each authenticated as its own principal, with every
+/// fault and every defence on (the default limits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
-    let (gw, url, stop, server) = start(audit_config()).await;
+    const SECRET: &str = "loopback signing key";
+    let (gw, url, stop, server) = start(Config {
+        auth_secret: Some(SECRET.into()),
+        ..audit_config()
+    })
+    .await;
     let mut config = loadgen::Config::new(url, 50, Duration::from_secs(5));
     config.grace = Duration::from_secs(1);
     config.admin_token = Some(ADMIN.into());
+    config.auth_secret = Some(SECRET.into());
     let report: Report = loadgen::run(config).await.expect("loopback url");
     println!("{}\n{}", report.detail(), report.line());
     assert_eq!((report.lost, report.doubled), (0, 0), "{}", report.line());

@@ -40,6 +40,10 @@ struct Args {
     /// environment than the command line, which other users can see).
     #[arg(long, env = "DUPLEX_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// The gateway's --auth-secret: each client connects with a bearer
+    /// token of its own principal (loadgen-<n>).
+    #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
+    auth_secret: Option<String>,
 }
 
 #[tokio::main]
@@ -65,6 +69,7 @@ async fn main() -> ExitCode {
         faults: !args.no_faults,
         seed: args.seed,
         admin_token: args.admin_token,
+        auth_secret: args.auth_secret,
     };
     match run(config).await {
         Ok(report) => {

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -117,6 +118,15 @@ impl Tally {
     }
 }
 
+/// Who a client is, on a gateway with `--auth-secret`.
+#[derive(Debug, Clone)]
+pub(super) struct Identity {
+    /// The token's `sub`: what the client's session ids are scoped to.
+    pub(super) principal: String,
+    /// The bearer token.
+    pub(super) bearer: String,
+}
+
 /// The session a client holds.
 #[derive(Debug, Clone)]
 struct Held {
@@ -149,6 +159,7 @@ pub(super) struct Client {
     idx: usize,
     addr: SocketAddr,
     config: Arc<Config>,
+    identity: Option<Identity>,
     rng: ChaCha8Rng,
     ws: Option<Ws>,
     held: Option<Held>,
@@ -163,7 +174,12 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub(super) fn new(idx: usize, addr: SocketAddr, config: Arc<Config>) -> Self {
+    pub(super) fn new(
+        idx: usize,
+        addr: SocketAddr,
+        config: Arc<Config>,
+        identity: Option<Identity>,
+    ) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(
             config.seed ^ (idx as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         );
@@ -171,6 +187,7 @@ impl Client {
             idx,
             addr,
             config,
+            identity,
             rng,
             ws: None,
             held: None,
@@ -263,9 +280,17 @@ impl Client {
     async fn connect(&mut self) -> Result<(), Gone> {
         let tcp = TcpStream::connect(self.addr).await.map_err(|_| Gone)?;
         let _ = tcp.set_nodelay(true);
-        let url = format!("ws://{}/", self.addr);
+        let mut request = format!("ws://{}/", self.addr)
+            .into_client_request()
+            .map_err(|_| Gone)?;
+        if let Some(identity) = &self.identity {
+            let value = format!("Bearer {}", identity.bearer)
+                .parse()
+                .map_err(|_| Gone)?;
+            request.headers_mut().insert("authorization", value);
+        }
         let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-        let (ws, _) = tokio_tungstenite::client_async_with_config(url, tcp, Some(config))
+        let (ws, _) = tokio_tungstenite::client_async_with_config(request, tcp, Some(config))
             .await
             .map_err(|_| Gone)?;
         self.ws = Some(ws);
@@ -593,7 +618,8 @@ impl Client {
         for session in self.sessions.clone() {
             let mut from = Some(0);
             while let Some(at) = from {
-                self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token, "from": at}))
+                let principal = self.identity.as_ref().map(|i| i.principal.clone());
+                self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token, "from": at, "principal": principal}))
                     .await?;
                 match self.reply().await? {
                     ServerEvent::Audit {
