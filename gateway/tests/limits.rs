@@ -278,3 +278,84 @@ async fn shutdown_ends_within_its_grace_whatever_clients_do() {
     assert_eq!(gw.sessions(), 0);
     drop((half, deaf));
 }
+
+/// Reads from `stream` until the server closes it (or 10 s pass):
+/// whether it did.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    waited.is_ok()
+}
+
+/// A connection that never finishes its handshake is dropped at the
+/// handshake timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_open_handshake_is_dropped() {
+    let (_gw, url, stop, server) = start(with_limits(Limits {
+        handshake_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    }))
+    .await;
+    let mut v = victim(&url).await;
+    let addr = url.trim_start_matches("ws://").to_owned();
+    let mut half = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    assert!(closed_by_server(&mut half).await);
+    still_served(&mut v, "v2", 2).await;
+    let _ = stop.send(());
+    let counters = server.await.expect("server");
+    assert_eq!(counters.handshakes_timed_out, 1, "{}", counters.line());
+}
+
+/// A large frame announced and never finished holds the
+/// connection only until the idle timeout: an unfinished message is not
+/// activity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_frame_is_dropped_at_the_idle_timeout() {
+    let (_gw, url, stop, server) = start(with_limits(Limits {
+        idle_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    }))
+    .await;
+    let addr = url.trim_start_matches("ws://").to_owned();
+    let mut raw = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    raw.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .await
+    .expect("handshake");
+    // The server's 101 first: a client may send frames only after it
+    // (tungstenite refuses data that arrives with the request).
+    let mut response = [0u8; 1024];
+    let n = tokio::io::AsyncReadExt::read(&mut raw, &mut response)
+        .await
+        .expect("101");
+    assert!(response[..n].starts_with(b"HTTP/1.1 101"));
+    // A masked text frame announcing 512 KiB (64-bit length), then 1 KiB
+    // of it.
+    let mut frame = vec![0x81, 0xff];
+    frame.extend_from_slice(&(512u64 << 10).to_be_bytes());
+    frame.extend_from_slice(&[1, 2, 3, 4]);
+    frame.extend_from_slice(&[b'x'; 1024]);
+    raw.write_all(&frame).await.expect("partial frame");
+    assert!(closed_by_server(&mut raw).await);
+    let _ = stop.send(());
+    let counters = server.await.expect("server");
+    assert_eq!(counters.idle_closed, 1, "{}", counters.line());
+}
