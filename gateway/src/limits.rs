@@ -23,8 +23,9 @@ pub struct Limits {
     /// Time from TCP accept to the end of the WebSocket handshake.
     pub handshake_timeout: Duration,
     /// A connection that sends nothing (not even a pong) for this long is
-    /// closed (1008). The server pings at a third of it, so a client that
-    /// reads is never idle.
+    /// closed (1008). The server pings at a third of it (or at half the
+    /// write timeout, if that is sooner), so a client that reads is never
+    /// idle.
     pub idle_timeout: Duration,
     /// A write to a client that does not complete in this long (it stopped
     /// reading) drops the connection.
@@ -74,8 +75,8 @@ impl Limits {
         if self.idle_timeout < Duration::from_millis(3) {
             return Err("the idle timeout must be at least 3 ms (pings go at a third of it)");
         }
-        if self.write_timeout.is_zero() {
-            return Err("the write timeout must be positive");
+        if self.write_timeout < Duration::from_millis(2) {
+            return Err("the write timeout must be at least 2 ms (checked at half of it)");
         }
         if self.max_connections == 0 || self.max_connections_per_ip == 0 {
             return Err("the connection caps must be positive");
@@ -86,9 +87,10 @@ impl Limits {
         Ok(())
     }
 
-    /// How often the server pings a connection.
-    pub(crate) fn ping_interval(&self) -> Duration {
-        self.idle_timeout / 3
+    /// How often the server pings a connection and checks its idleness
+    /// and its write in progress.
+    pub(crate) fn tick(&self) -> Duration {
+        (self.idle_timeout / 3).min(self.write_timeout / 2)
     }
 }
 

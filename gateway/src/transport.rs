@@ -3,7 +3,7 @@
 //! idleness with server pings, write deadline, queued bytes), and the
 //! close codes of RFC 6455 when a limit or the transport ends it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
@@ -92,6 +92,17 @@ enum End {
     Idle,
     /// More bytes queued for the client than the bound.
     Overflow,
+    /// One write took longer than the write deadline.
+    Stalled,
+}
+
+/// Milliseconds from `epoch` to now.
+fn millis_since(epoch: Instant) -> u64 {
+    millis(epoch.elapsed())
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A close frame.
@@ -131,16 +142,34 @@ pub(crate) async fn run(
     let limits = shared.config.limits;
     let (mut sink, mut source) = ws.split();
     let (outbox, mut rx) = Outbox::new(limits.max_outbound_bytes);
+    // When the write in progress started, in ms since `epoch` (0: none).
+    // The reader's tick checks it against the write deadline: a timer per
+    // message written would cost more than the write.
+    let epoch = Instant::now();
+    let writing_since = Arc::new(AtomicU64::new(0));
     let mut writer = {
         // Only the count: a sender here would keep the queue open forever.
         let queued = Arc::clone(&outbox.queued);
+        let writing_since = Arc::clone(&writing_since);
         tokio::spawn(async move {
-            while let Some(message) = rx.recv().await {
-                let len = message.len();
-                let sent = timeout(limits.write_timeout, sink.send(message)).await;
+            while let Some(first) = rx.recv().await {
+                writing_since.store(millis_since(epoch).max(1), Ordering::Relaxed);
+                // Whatever else is queued goes out in the same write: under
+                // load one syscall carries several events.
+                let mut len = first.len();
+                let mut fed = sink.feed(first).await;
+                while fed.is_ok() {
+                    let Ok(more) = rx.try_recv() else { break };
+                    len += more.len();
+                    fed = sink.feed(more).await;
+                }
+                let sent = match fed {
+                    Ok(()) => sink.flush().await,
+                    Err(e) => Err(e),
+                };
+                writing_since.store(0, Ordering::Relaxed);
                 queued.fetch_sub(len, Ordering::Relaxed);
-                if !matches!(sent, Ok(Ok(()))) {
-                    // Failed, or the client stopped reading: give up on it.
+                if sent.is_err() {
                     return;
                 }
             }
@@ -150,18 +179,36 @@ pub(crate) async fn run(
     let rate: DefaultDirectRateLimiter = RateLimiter::direct(
         Quota::per_second(limits.events_per_second).allow_burst(limits.events_burst),
     );
-    let mut pings = tokio::time::interval(limits.ping_interval());
+    // Idleness and the write deadline are checked at each tick: a silent
+    // connection ends between one and one and a third idle timeouts, a
+    // stalled write between one and one and a half write deadlines, and a
+    // message costs no timer.
+    let mut pings = tokio::time::interval(limits.tick());
     pings.reset();
     let mut heard = Instant::now();
+    // The futures that outlive one message are made once, not per message
+    // (each would register a waiter or a timer every time round).
     let overflow = Arc::clone(&outbox.overflow);
+    let overflowed = overflow.notified();
+    tokio::pin!(overflowed);
+    let stop = until_stopped(&mut stopped);
+    tokio::pin!(stop);
     let mut conn = Connection::new(Arc::clone(&shared), outbox.clone(), principal);
     let end = loop {
         tokio::select! {
-            () = until_stopped(&mut stopped) => break End::Shutdown,
+            () = &mut stop => break End::Shutdown,
             _ = &mut writer => break End::Dropped,
-            () = overflow.notified() => break End::Overflow,
-            () = tokio::time::sleep_until(heard + limits.idle_timeout) => break End::Idle,
-            _ = pings.tick() => outbox.offer(Message::Ping(tokio_tungstenite::tungstenite::Bytes::new())),
+            () = &mut overflowed => break End::Overflow,
+            _ = pings.tick() => {
+                if heard.elapsed() >= limits.idle_timeout {
+                    break End::Idle;
+                }
+                let since = writing_since.load(Ordering::Relaxed);
+                if since != 0 && millis_since(epoch).saturating_sub(since) >= millis(limits.write_timeout) {
+                    break End::Stalled;
+                }
+                outbox.offer(Message::Ping(tokio_tungstenite::tungstenite::Bytes::new()));
+            }
             message = source.next() => {
                 heard = Instant::now();
                 match message {
@@ -217,7 +264,7 @@ pub(crate) async fn run(
             })
             .await;
         }
-        End::Overflow => {
+        End::Overflow | End::Stalled => {
             // Nothing more can reach a client that does not read: cut it.
             bump(&shared.stats.slow_dropped);
             writer.abort();
