@@ -116,6 +116,14 @@ impl Sessions for &mut Backend<'_> {
         both!(self, m => m.apply(session, op))
     }
 
+    fn update<T>(
+        self,
+        session: &Id,
+        op: impl FnOnce(&mut AnySession) -> Result<T, CoreError>,
+    ) -> Result<T, Error> {
+        both!(self, m => m.update(session, op))
+    }
+
     fn read<T>(
         self,
         session: &Id,

@@ -93,6 +93,32 @@ pub trait Sessions<
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>>;
 
+    /// [`apply`](Self::apply) for an operation that takes no time (append,
+    /// bind, cancel, ...): the clock is not read (on a virtual machine a
+    /// clock read can cost more than the operation), and the deadline
+    /// index is kept for state changes only. An operation given a time
+    /// (touch, detach, resume, the lease operations) goes through `apply`.
+    ///
+    /// # Errors
+    ///
+    /// `unknown_session`, or what `op` returns.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let seq = m.update(&f.session, |s| s.append(&f, InputMode::TurnCommitOnly))?.seq;
+    /// assert_eq!(seq, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn update<T>(
+        self,
+        session: &Id<L>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<L>>;
+
     /// Runs `op` on the session named `session`, read-only.
     ///
     /// # Errors
@@ -268,7 +294,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn append(self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error<L>> {
-        self.apply(&fence.session, |s, _| s.append(fence, mode))
+        self.update(&fence.session, |s| s.append(fence, mode))
     }
 
     /// Phase one of an append (Open); nothing changes.
@@ -300,7 +326,7 @@ pub trait Sessions<
     ///
     /// See [`prepare_append`](Self::prepare_append).
     fn commit_append(self, reservation: &Reservation<L>) -> Result<Appended, Error<L>> {
-        self.apply(&reservation.fence().session, |s, _| {
+        self.update(&reservation.fence().session, |s| {
             s.commit_append(reservation)
         })
     }
@@ -354,7 +380,7 @@ pub trait Sessions<
         finality: Finality,
         results: &[i64],
     ) -> Result<(), Error<L>> {
-        self.apply(&fence.session, |s, _| {
+        self.update(&fence.session, |s| {
             s.record_completed(fence, &id(operation.as_ref())?, mode, finality, results)
         })
     }
@@ -383,7 +409,7 @@ pub trait Sessions<
         stage: u32,
         request: impl AsRef<str>,
     ) -> Result<(), Error<L>> {
-        self.apply(&fence.session, |s, _| {
+        self.update(&fence.session, |s| {
             s.reserve(fence, stage, &id(request.as_ref())?)
         })
     }
@@ -405,7 +431,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn bind(self, fence: &Fence<L>, stage: u32, request: impl AsRef<str>) -> Result<(), Error<L>> {
-        self.apply(&fence.session, |s, _| {
+        self.update(&fence.session, |s| {
             s.bind(fence, stage, &id(request.as_ref())?)
         })
     }
@@ -462,7 +488,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn release<I: AsRef<str>>(self, session: &Id<L>, request_ids: &[I]) -> Result<(), Error<L>> {
-        self.apply(session, |s, _| {
+        self.update(session, |s| {
             s.release_where(|held| {
                 request_ids
                     .iter()
@@ -489,7 +515,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn release_fence(self, fence: &Fence<L>) -> Result<RequestIds<L, R>, Error<L>> {
-        self.apply(&fence.session, |s, _| s.release_fence(fence))
+        self.update(&fence.session, |s| s.release_fence(fence))
     }
 
     /// Validates and accepts a fence (Open, Detached).
@@ -509,7 +535,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn accept_fence(self, fence: &Fence<L>) -> Result<(), Error<L>> {
-        self.apply(&fence.session, |s, _| s.accept_fence(fence))
+        self.update(&fence.session, |s| s.accept_fence(fence))
     }
 
     /// Barge-in (Open, Detached): the requests of `cancelled`, released;
@@ -531,7 +557,7 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn cancel(self, cancelled: &Fence<L>, next: &Fence<L>) -> Result<RequestIds<L, R>, Error<L>> {
-        self.apply(&cancelled.session, |s, _| s.cancel(cancelled, next))
+        self.update(&cancelled.session, |s| s.cancel(cancelled, next))
     }
 
     /// Publishes new configurations (Open, Detached); returns the config
@@ -557,7 +583,7 @@ pub trait Sessions<
         session_config: Option<SC>,
         runtime_config: Option<RC>,
     ) -> Result<u64, Error<L>> {
-        self.apply(session, |s, _| {
+        self.update(session, |s| {
             s.replace_configs(session_config, runtime_config)
         })
     }
@@ -582,6 +608,6 @@ pub trait Sessions<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn begin_close(self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error<L>> {
-        self.apply(&fence.session, |s, _| s.begin_close(fence, reason))
+        self.update(&fence.session, |s| s.begin_close(fence, reason))
     }
 }

@@ -286,15 +286,21 @@ impl<
         self.get(session).and_then(SessionView::of)
     }
 
-    /// Runs `op` on the session named `session` at the clock's `now`;
-    /// returns its result and, if the session's deadline may have come
-    /// earlier, the deadline (for a reaper that may have to wake).
+    /// Runs `op` on the session named `session` with the clock (which `op`
+    /// reads only if it needs the time); returns its result and, if the
+    /// session's deadline may have come earlier, the deadline (for a
+    /// reaper that may have to wake).
+    ///
+    /// An operation that is not `timed` cannot move the session's deadline
+    /// earlier without changing its state (without a time it cannot record
+    /// activity, detach or end an operation), so only its state is compared.
+    #[inline]
     pub(crate) fn run<T>(
         &mut self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+        timed: bool,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, &C) -> Result<T, CoreError>,
     ) -> (Result<T, Error<L>>, Option<Instant>) {
-        let now = self.clock.now();
         let Some((slot, s)) = self.table.find(session).and_then(|slot| {
             let s = self.table.entry(slot)?.as_mut()?;
             Some((slot, s))
@@ -305,9 +311,16 @@ impl<
             };
             return (Err(unknown), None);
         };
-        let (from, before) = (s.kind(), s.deadline());
-        let result = op(s, now);
-        let (to, after) = (s.kind(), s.deadline());
+        let deadline = |s: &AnySession<SC, RC, R, B, D, A, L, K>| {
+            if timed {
+                s.deadline()
+            } else {
+                None
+            }
+        };
+        let (from, before) = (s.kind(), deadline(s));
+        let result = op(s, &self.clock);
+        let (to, after) = (s.kind(), deadline(s));
         if let Err(e) = &result {
             metrics::refused(e.kind());
         }

@@ -27,7 +27,15 @@ impl<
         session: &Id<L>,
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
-        self.run(session, op).0
+        self.run(session, true, |s, clock| op(s, clock.now())).0
+    }
+
+    fn update<T>(
+        self,
+        session: &Id<L>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<L>> {
+        self.run(session, false, |s, _| op(s)).0
     }
 
     fn read<T>(

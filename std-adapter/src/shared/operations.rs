@@ -30,7 +30,21 @@ impl<
         session: &Id<L>,
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
-        let (result, deadline) = self.on(session, |m| m.run(session, op));
+        let (result, deadline) = self.on(session, |m| {
+            m.run(session, true, |s, clock| op(s, clock.now()))
+        });
+        if let Some(deadline) = deadline {
+            self.wake.earlier(deadline);
+        }
+        result
+    }
+
+    fn update<T>(
+        self,
+        session: &Id<L>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<L>> {
+        let (result, deadline) = self.on(session, |m| m.run(session, false, |s, _| op(s)));
         if let Some(deadline) = deadline {
             self.wake.earlier(deadline);
         }
