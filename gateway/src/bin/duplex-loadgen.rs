@@ -41,7 +41,7 @@ struct Args {
     #[arg(long, env = "DUPLEX_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     /// The gateway's --auth-secret: each client connects with a bearer
-    /// token of its own principal (loadgen-<n>).
+    /// token of its own principal (`loadgen-<n>`).
     #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
     auth_secret: Option<String>,
 }
