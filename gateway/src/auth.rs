@@ -27,7 +27,14 @@ struct Claims {
 /// The longest principal accepted (a `sub` claim is an opaque id).
 pub const MAX_PRINCIPAL: usize = 256;
 
-/// Why a handshake was refused (answered with HTTP 401).
+/// Why a handshake was refused (answered with HTTP 401, the message as
+/// its body).
+///
+/// ```
+/// use duplex_gateway::auth::AuthError;
+///
+/// assert!(AuthError::Missing.to_string().contains("Authorization header"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     /// No bearer token in the `Authorization` header or the query.

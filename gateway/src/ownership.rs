@@ -30,7 +30,14 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// The random part of a session, drawn at open: what makes its resume
 /// tokens its own. It is the gateway's session configuration type, so it is
-/// stored in the session and dropped with it.
+/// stored in the session and dropped with it. Only the gateway draws one;
+/// hosts meet it as the `SC` of [`Manager`](crate::Manager).
+///
+/// ```
+/// // A secret never reaches a log line.
+/// fn logged(o: &duplex_gateway::Owner) -> String { format!("{o:?}") }
+/// # let _ = logged;
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
     nonce: [u8; 16],
@@ -44,6 +51,13 @@ impl core::fmt::Debug for Owner {
 }
 
 /// Why the gateway could not make a secret.
+///
+/// ```
+/// use duplex_gateway::RandomError;
+///
+/// let e = RandomError::Source(getrandom::Error::UNSUPPORTED);
+/// assert!(e.to_string().starts_with("the OS random source failed"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RandomError {
     /// The OS random source failed: no id or token can be handed out.
@@ -177,6 +191,8 @@ mod tests {
         assert!(!Keys::new(None)?.verify("s", &owner, 3, &token));
         assert!(!keys.verify("s", &owner, 3, "not base64!"));
         assert!(!keys.verify("s", &owner, 3, ""));
+        // The nonce never reaches a log line.
+        assert_eq!(format!("{owner:?}"), "Owner(..)");
         Ok(())
     }
 

@@ -91,6 +91,19 @@ impl Default for Config {
 }
 
 /// Why the gateway could not start.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use duplex_gateway::{Config, Gateway, Limits, StartError};
+///
+/// let silent = Limits { idle_timeout: std::time::Duration::ZERO, ..Limits::default() };
+/// let refused = Gateway::new(Config { limits: silent, ..Config::default() });
+/// assert!(matches!(refused, Err(StartError::Limit(_))));
+/// let refused = Gateway::new(Config { admin_token: Some(String::new()), ..Config::default() });
+/// assert!(matches!(refused, Err(StartError::EmptyAdminToken)));
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A lease duration the core refuses (zero grace, zero TTL).

@@ -251,14 +251,7 @@ async fn shutdown_ends_within_its_grace_whatever_clients_do() {
         })
     })
     .await;
-    let addr = url.trim_start_matches("ws://").to_owned();
-    // Half open: a TCP connection with half a handshake.
-    let mut half = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .expect("write");
+    let half = half_open(&url).await;
     // Stops reading while a response of a million deltas streams at it.
     let mut deaf = victim(&url).await;
     send(
@@ -277,6 +270,22 @@ async fn shutdown_ends_within_its_grace_whatever_clients_do() {
     assert_eq!(counters.requests_outstanding(), 0, "{}", counters.line());
     assert_eq!(gw.sessions(), 0);
     drop((half, deaf));
+}
+
+/// A plain TCP connection to the gateway at `url`.
+async fn tcp(url: &str) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(url.trim_start_matches("ws://"))
+        .await
+        .expect("connect")
+}
+
+/// A connection that sends half a handshake and stops.
+async fn half_open(url: &str) -> tokio::net::TcpStream {
+    let mut half = tcp(url).await;
+    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    half
 }
 
 /// Reads from `stream` until the server closes it (or 10 s pass):
@@ -306,13 +315,7 @@ async fn a_half_open_handshake_is_dropped() {
     }))
     .await;
     let mut v = victim(&url).await;
-    let addr = url.trim_start_matches("ws://").to_owned();
-    let mut half = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .expect("write");
+    let mut half = half_open(&url).await;
     assert!(closed_by_server(&mut half).await);
     still_served(&mut v, "v2", 2).await;
     let _ = stop.send(());
@@ -330,10 +333,7 @@ async fn an_unfinished_frame_is_dropped_at_the_idle_timeout() {
         ..Limits::default()
     }))
     .await;
-    let addr = url.trim_start_matches("ws://").to_owned();
-    let mut raw = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+    let mut raw = tcp(&url).await;
     raw.write_all(
         b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
           Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",

@@ -708,6 +708,11 @@ impl<
         const K: usize,
     > Typed<SC, RC, R, B, D, A, L, K>
 {
+    /// The state (a vacant slot reads as closed; no operation sees one).
+    pub(super) fn kind(&self) -> crate::session::state::StateKind {
+        each!(self, s => s.kind(), vacant => crate::session::state::StateKind::Closed)
+    }
+
     /// The next state and the result of a typed transition, or the
     /// unchanged session (put back with `back`) and the refusal.
     fn settle<S, N: Into<Self>, T>(

@@ -7,8 +7,6 @@
 //! dynamically: an operation the current state does not permit returns
 //! [`Error::WrongState`] and changes nothing.
 
-mod dynamic;
-
 use super::state::{Closed, Closing, Detached, Open, StateKind};
 use super::{OpenOptions, Session};
 use crate::error::{Error, FenceRule};
@@ -115,6 +113,9 @@ macro_rules! each {
         }
     };
 }
+
+// After `each!`, so that the dynamic operations can use it.
+mod dynamic;
 
 impl<
         SC,
@@ -533,23 +534,6 @@ impl<
             Typed::Open(s, None) => Ok(s),
             typed => Err(AnySession { typed }),
         }
-    }
-}
-
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-    > Typed<SC, RC, R, B, D, A, L, K>
-{
-    /// The state (a vacant slot reads as closed; no operation sees one).
-    fn kind(&self) -> StateKind {
-        each!(self, s => s.kind(), vacant => StateKind::Closed)
     }
 }
 
