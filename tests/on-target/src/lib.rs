@@ -27,11 +27,19 @@ pub use cortex_m_semihosting::hprintln;
 #[cfg(feature = "defmt")]
 use defmt_semihosting as _;
 
-pub mod clock;
 pub mod stack;
 
 /// The board this image was built for (`microbit` or `netduinoplus2`).
 pub const BOARD: &str = env!("DUPLEX_BOARD");
+
+/// The core clock of the board this image was built for, in Hz, as QEMU
+/// models it (micro:bit: 16 MHz).
+#[cfg(board = "microbit")]
+pub const CORE_HZ: u32 = 16_000_000;
+/// The core clock of the board this image was built for, in Hz, as QEMU
+/// models it (Netduino Plus 2: 168 MHz).
+#[cfg(not(board = "microbit"))]
+pub const CORE_HZ: u32 = 168_000_000;
 
 /// Where and why a test failed.
 #[derive(Debug, Clone, Copy)]

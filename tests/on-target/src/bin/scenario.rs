@@ -15,7 +15,9 @@ fn scenario() -> Result<(), Error> {
     let clock = ManualClock::new(Instant::ZERO);
     let turn0 = Fence::new(Id::new("kitchen")?, 1);
     let lease = LeaseConfig::new(Some(Duration::from_secs(30)), Duration::from_secs(5))?;
-    let opts = OpenOptions::default().modes(Modes::only(AUDIO)).lease(lease);
+    let opts = OpenOptions::default()
+        .modes(Modes::only(AUDIO))
+        .lease(lease);
     let mut session = Session::open(turn0.clone(), opts, clock.now())?;
     defmt::info!("opened {}", session.fence());
     for _ in 0..3 {

@@ -15,23 +15,15 @@ use duplex_core::{Clock, Instant};
 
 static MILLIS: Mutex<Cell<u64>> = Mutex::new(Cell::new(0));
 
-/// The core clock of the board this image was built for, in Hz, as QEMU
-/// models it (micro:bit: 16 MHz; Netduino Plus 2: 168 MHz).
-#[cfg(board = "microbit")]
-pub const CORE_HZ: u32 = 16_000_000;
-/// The core clock of the board this image was built for, in Hz, as QEMU
-/// models it (micro:bit: 16 MHz; Netduino Plus 2: 168 MHz).
-#[cfg(not(board = "microbit"))]
-pub const CORE_HZ: u32 = 168_000_000;
-
 /// Milliseconds since [`SysTickClock::start`], from the SysTick exception.
 #[derive(Debug, Clone, Copy)]
 pub struct SysTickClock(());
 
 impl SysTickClock {
     /// Starts SysTick at one exception a millisecond of a `core_hz` core
-    /// clock and returns the clock that reads it.
-    pub fn start(mut syst: SYST, core_hz: u32) -> Self {
+    /// clock, counting on from `millis`, and returns the clock that reads it.
+    pub fn start(mut syst: SYST, core_hz: u32, millis: u64) -> Self {
+        cortex_m::interrupt::free(|cs| MILLIS.borrow(cs).set(millis));
         syst.set_clock_source(SystClkSource::Core);
         syst.set_reload(core_hz / 1_000 - 1);
         syst.clear_current();
