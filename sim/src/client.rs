@@ -307,7 +307,7 @@ impl Client {
         if w.chance(0.01) {
             return self.barge_in(w);
         }
-        if steps % 5 == 0 {
+        if steps.is_multiple_of(5) {
             w.op();
             if let Err(e) = w.m.touch(&self.fence, Activity::ModelOutput) {
                 return self.failed(w, "touch", &e);

@@ -575,10 +575,10 @@ pub fn run(config: &SimConfig, mut progress: impl FnMut(u64, u64)) -> Report {
         world.reap();
         world.finalize_pending();
         world.deliver_late_cancels(false);
-        if world.step % 500 == 0 && world.config.faults.has(Fault::Burst) {
+        if world.step.is_multiple_of(500) && world.config.faults.has(Fault::Burst) {
             world.burst();
         }
-        if world.step % 50 == 0 {
+        if world.step.is_multiple_of(50) {
             progress(world.step, total);
         }
     }
