@@ -44,9 +44,20 @@ impl<
     where
         S: Attached,
     {
-        let mut session = self.guarded(|s| s.fence.admits(fence))?;
-        session.lease.last_activity = now;
+        let session = self.guarded(|s| s.detach_in_place(fence, now))?;
         Ok(session.into_state(Detached::new(now)))
+    }
+
+    /// The rule of [`detach`](Self::detach), where the session sits: the
+    /// fence is checked (a refusal changes nothing), then activity recorded.
+    /// The state move (→ Detached) is the caller's.
+    pub(super) fn detach_in_place(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error>
+    where
+        S: Attached,
+    {
+        self.fence.admits(fence)?;
+        self.lease.last_activity = now;
+        Ok(())
     }
 
     /// Starts a lease operation that holds idle expiry off until ended.

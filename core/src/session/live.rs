@@ -113,21 +113,38 @@ impl<
     where
         S: Live,
     {
-        let mut session = self.guarded(|s| {
-            s.fence.admits(fence)?;
-            if expected_generation != s.lease.generation {
-                return Err(Error::GenerationMismatch {
-                    expected: s.lease.generation,
-                    actual: expected_generation,
-                });
-            }
+        let mut generation = 0;
+        let session = self.guarded(|s| {
+            generation = s.resume_in_place(fence, expected_generation, now)?;
             Ok(())
         })?;
-        session.lease.generation = session.lease.generation.saturating_add(1);
-        session.lease.last_activity = now;
-        let generation = session.lease.generation;
         // `detached_at` lives in the `Detached` marker: it goes with it.
         Ok((session.into_state(Open), generation))
+    }
+
+    /// The rule of [`resume`](Self::resume), where the session sits: the
+    /// fence and the generation are checked (a refusal changes nothing),
+    /// then the generation is bumped and activity recorded. The state move
+    /// (Detached → Open) is the caller's.
+    pub(super) fn resume_in_place(
+        &mut self,
+        fence: &Fence<L>,
+        expected_generation: u64,
+        now: Instant,
+    ) -> Result<u64, Error>
+    where
+        S: Live,
+    {
+        self.fence.admits(fence)?;
+        if expected_generation != self.lease.generation {
+            return Err(Error::GenerationMismatch {
+                expected: self.lease.generation,
+                actual: expected_generation,
+            });
+        }
+        self.lease.generation = self.lease.generation.saturating_add(1);
+        self.lease.last_activity = now;
+        Ok(self.lease.generation)
     }
 
     /// Ends an active lease operation.
