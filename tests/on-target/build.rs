@@ -12,9 +12,19 @@ fn main() {
         _ => None,
     };
     println!("cargo:rerun-if-changed=boards");
+    println!("cargo:rerun-if-env-changed=DUPLEX_REPLAY_SCRIPT");
     println!("cargo:rustc-check-cfg=cfg(board, values(\"microbit\", \"netduinoplus2\"))");
-    let Some(board) = board else { return };
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    // The replay image's script (replay/traces.py encode): empty unless given.
+    let script = out.join("replay.txt");
+    match env::var_os("DUPLEX_REPLAY_SCRIPT") {
+        Some(path) => {
+            println!("cargo:rerun-if-changed={}", PathBuf::from(&path).display());
+            fs::copy(&path, &script).expect("DUPLEX_REPLAY_SCRIPT names a readable file");
+        }
+        None => fs::write(&script, "").expect("OUT_DIR is writable"),
+    }
+    let Some(board) = board else { return };
     fs::copy(format!("boards/{board}.x"), out.join("memory.x")).expect("board layout");
     println!("cargo:rustc-link-search={}", out.display());
     println!("cargo:rustc-env=DUPLEX_BOARD={board}");
