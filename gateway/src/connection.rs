@@ -8,18 +8,18 @@
 //! reconnects and resumes, anything still arriving on the superseded socket
 //! is refused (`generation_mismatch`) instead of racing the new one.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use duplex_core::ErrorKind;
 use duplex_core::{
     Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
-    LeaseConfig, Modes, OpenOptions, Session, Unfinished,
+    LeaseConfig, Modes, OpenOptions,
 };
 use duplex_std::{Error, Sessions};
-use tokio::task::AbortHandle;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::auth::scoped;
+use crate::engine::{lock, release_held, stream_response, Active, ActiveList};
 use crate::ownership::{new_session_id, Owner};
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
 use crate::state::Shared;
@@ -49,20 +49,6 @@ impl Held {
             .with_epoch(epoch)
             .with_turn(turn)
     }
-}
-
-/// A response being streamed.
-#[derive(Debug)]
-struct Active {
-    request: Id,
-    epoch: u64,
-    task: AbortHandle,
-}
-
-type ActiveList = Arc<Mutex<Vec<Active>>>;
-
-fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
-    active.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A connection's state.
@@ -311,20 +297,9 @@ impl Connection {
     }
 
     fn open_new(&mut self, session_id: Option<String>) -> ServerEvent {
-        let drawn = match session_id {
-            Some(id) => Owner::draw().map(|owner| (id, owner)),
-            None => new_session_id().and_then(|id| Ok((id, Owner::draw()?))),
-        };
-        let (session_id, owner) = match drawn {
-            Ok(drawn) => drawn,
-            Err(e) => {
-                tracing::error!("open refused: {e}");
-                return self.refusal(
-                    "internal",
-                    "the server cannot make a session id or token now",
-                    None,
-                );
-            }
+        let session_id = match session_id.map_or_else(new_session_id, Ok) {
+            Ok(id) => id,
+            Err(e) => return self.cannot_draw(&e),
         };
         // The client's id is checked as the client gave it; the manager
         // knows it scoped to the principal.
@@ -335,12 +310,21 @@ impl Connection {
             Ok(id) => id,
             Err(e) => return e,
         };
-        let options = options(self.shared.lease, owner);
-        match self
-            .shared
-            .manager
-            .open(Fence::new(session.clone(), 0), options)
-        {
+        // Admission first (in the manager's order: an existing id, then a
+        // full gateway), so a refused open costs no secret; the permit
+        // gives its slot back if the open does not happen.
+        let permit = match self.shared.manager.admit_for(&session) {
+            Ok(permit) => permit,
+            Err(e) => return self.manager_error(&e, None),
+        };
+        let owner = match Owner::draw() {
+            Ok(owner) => owner,
+            Err(e) => return self.cannot_draw(&e),
+        };
+        match permit.open(
+            Fence::new(session.clone(), 0),
+            options(self.shared.lease, owner),
+        ) {
             Ok(()) => {
                 bump(&self.shared.stats.opened);
                 self.bound = Some(Held {
@@ -360,6 +344,16 @@ impl Connection {
             }
             Err(e) => self.manager_error(&e, None),
         }
+    }
+
+    /// The OS random source failed: no session id or secret can be made.
+    fn cannot_draw(&self, e: &impl std::fmt::Display) -> ServerEvent {
+        tracing::error!("open refused: {e}");
+        self.refusal(
+            "internal",
+            "the server cannot make a session id or token now",
+            None,
+        )
     }
 
     fn append(&mut self, event_id: String, epoch: u64, turn: u64, audio: &str) -> ServerEvent {
@@ -638,61 +632,4 @@ fn options(lease: LeaseConfig, owner: Owner) -> OpenOptions<Owner> {
     OpenOptions::new(owner, ())
         .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
         .lease(lease)
-}
-
-/// Releases `request` if the session still holds it; whether it did.
-fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &Id) -> bool {
-    let held = s.resources().any(|(_, id, _)| id == request);
-    if held {
-        s.release(std::slice::from_ref(request));
-    }
-    held
-}
-
-/// The stand-in engine: a few deltas, then `response.done` and the request
-/// released, unless a barge-in or a close got there first (they remove the
-/// entry from the active list and abort this task).
-async fn stream_response(
-    shared: Arc<Shared>,
-    session: Id,
-    request: Id,
-    (epoch, turn): (u64, u64),
-    outbox: Outbox,
-    active: ActiveList,
-) {
-    let request_id = request.as_str().to_owned();
-    for index in 0..shared.config.deltas {
-        tokio::time::sleep(shared.config.delta_interval).await;
-        let delta = ServerEvent::Delta {
-            request_id: request_id.clone(),
-            epoch,
-            turn,
-            index,
-            text: format!("piece {index} of the answer to turn {turn}"),
-        };
-        // A client that went away still has its response generated: the
-        // engine finishes and releases the request below.
-        outbox.send(Message::text(delta.to_json())).await;
-    }
-    let released = {
-        let mut active = lock(&active);
-        let Some(at) = active.iter().position(|a| a.request == request) else {
-            return;
-        };
-        active.swap_remove(at);
-        let manager = &shared.manager;
-        manager
-            .with_open(&session, |s, _| release_held(s, &request))
-            .or_else(|| manager.with_detached(&session, |s, _| release_held(s, &request)))
-            .unwrap_or(false)
-    };
-    if released {
-        bump(&shared.stats.responses_done);
-        let done = ServerEvent::Done {
-            request_id,
-            epoch,
-            turn,
-        };
-        outbox.send(Message::text(done.to_json())).await;
-    }
 }

@@ -25,6 +25,7 @@
 
 pub mod auth;
 mod connection;
+mod engine;
 #[cfg(test)]
 mod frames;
 #[cfg(any(test, feature = "fuzzing"))]

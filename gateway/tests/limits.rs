@@ -359,3 +359,45 @@ async fn an_unfinished_frame_is_dropped_at_the_idle_timeout() {
     let counters = server.await.expect("server");
     assert_eq!(counters.idle_closed, 1, "{}", counters.line());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_gateway_names_an_existing_id_first_and_refused_opens_keep_no_slot() {
+    let (_gw, url, stop, server) = start(Config {
+        max_sessions: 1,
+        ..audit_config()
+    })
+    .await;
+    let open = |id: &'static str| json!({"type": "session.open", "session_id": id});
+    let mut owner = connect(&url).await;
+    send(&mut owner, open("shared")).await;
+    assert!(matches!(
+        reply(&mut owner).await,
+        ServerEvent::Opened { .. }
+    ));
+
+    // Full, and the id is taken: the manager's order names the session.
+    let mut other = connect(&url).await;
+    send(&mut other, open("shared")).await;
+    assert_eq!(kind(&reply(&mut other).await), "session_exists");
+    send(&mut other, open("another")).await;
+    assert_eq!(kind(&reply(&mut other).await), "capacity_exhausted");
+    // Refused ten more times: no admission slot is kept by a refusal.
+    for _ in 0..10 {
+        send(&mut other, open("another")).await;
+        assert_eq!(kind(&reply(&mut other).await), "capacity_exhausted");
+    }
+
+    // The owner leaves; its one slot is the next open's.
+    send(&mut owner, json!({"type": "session.close"})).await;
+    assert!(matches!(
+        reply(&mut owner).await,
+        ServerEvent::Closed { .. }
+    ));
+    send(&mut other, open("another")).await;
+    assert!(matches!(
+        reply(&mut other).await,
+        ServerEvent::Opened { .. }
+    ));
+    let _ = stop.send(());
+    let _ = server.await;
+}

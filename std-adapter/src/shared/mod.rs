@@ -442,6 +442,47 @@ impl<
         Ok(AdmissionPermit::new(Arc::clone(self)))
     }
 
+    /// Reserves an admission slot for the session `session` names, for a
+    /// host that knows the id before it has everything to open it (a
+    /// gateway drawing the session's resume secret, a handshake still
+    /// authenticating): refuses in the manager's order, `session_exists`
+    /// before `capacity_exhausted`, without the caller restating it. The
+    /// permit's [`open`](AdmissionPermit::open) checks existence again,
+    /// since another open of the id may have come first meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// `session_exists`, then `capacity_exhausted`; nothing is reserved.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let config = ManagerConfig { max_sessions: Some(1), ..ManagerConfig::default() };
+    /// let m = Arc::new(SharedManager::new(ManualClock::default(), config)?);
+    /// let a = Id::new("a")?;
+    /// m.admit_for(&a)?.open(Fence::new(a.clone(), 0), OpenOptions::default())?;
+    /// // Full, and `a` exists: the manager's order names the existing session.
+    /// assert_eq!(m.admit_for(&a).unwrap_err().kind(), ErrorKind::SessionExists);
+    /// assert_eq!(m.admit_for(&Id::new("b")?).unwrap_err().kind(), ErrorKind::CapacityExhausted);
+    /// assert_eq!(m.reserved(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn admit_for(
+        self: &Arc<Self>,
+        session: &Id<L>,
+    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K>, Error<L>> {
+        let shard = lock(self.shard(session));
+        if shard.get(session).is_some() {
+            return Err(Error::SessionExists {
+                session: session.clone(),
+            });
+        }
+        self.reserve_slot()?;
+        drop(shard);
+        Ok(AdmissionPermit::new(Arc::clone(self)))
+    }
+
     /// The session ids in every shard (closing ones included), in no
     /// particular order; owned, since each shard is unlocked before the
     /// next is read.

@@ -1,0 +1,87 @@
+//! The stand-in engine behind the gateway: each committed turn gets a
+//! response request bound on the session, streamed as a few deltas, then
+//! `response.done` and the request released, unless a barge-in or a close
+//! got there first. A real deployment puts its model here.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use duplex_core::{Id, Session, Unfinished};
+use tokio::task::AbortHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::ownership::Owner;
+use crate::protocol::ServerEvent;
+use crate::state::Shared;
+use crate::stats::bump;
+use crate::transport::Outbox;
+
+/// A response being streamed.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) request: Id,
+    pub(crate) epoch: u64,
+    pub(crate) task: AbortHandle,
+}
+
+pub(crate) type ActiveList = Arc<Mutex<Vec<Active>>>;
+
+pub(crate) fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
+    active.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Releases `request` if the session still holds it; whether it did.
+pub(crate) fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &Id) -> bool {
+    let held = s.resources().any(|(_, id, _)| id == request);
+    if held {
+        s.release(std::slice::from_ref(request));
+    }
+    held
+}
+
+/// The stand-in engine: a few deltas, then `response.done` and the request
+/// released, unless a barge-in or a close got there first (they remove the
+/// entry from the active list and abort this task).
+pub(crate) async fn stream_response(
+    shared: Arc<Shared>,
+    session: Id,
+    request: Id,
+    (epoch, turn): (u64, u64),
+    outbox: Outbox,
+    active: ActiveList,
+) {
+    let request_id = request.as_str().to_owned();
+    for index in 0..shared.config.deltas {
+        tokio::time::sleep(shared.config.delta_interval).await;
+        let delta = ServerEvent::Delta {
+            request_id: request_id.clone(),
+            epoch,
+            turn,
+            index,
+            text: format!("piece {index} of the answer to turn {turn}"),
+        };
+        // A client that went away still has its response generated: the
+        // engine finishes and releases the request below.
+        outbox.send(Message::text(delta.to_json())).await;
+    }
+    let released = {
+        let mut active = lock(&active);
+        let Some(at) = active.iter().position(|a| a.request == request) else {
+            return;
+        };
+        active.swap_remove(at);
+        let manager = &shared.manager;
+        manager
+            .with_open(&session, |s, _| release_held(s, &request))
+            .or_else(|| manager.with_detached(&session, |s, _| release_held(s, &request)))
+            .unwrap_or(false)
+    };
+    if released {
+        bump(&shared.stats.responses_done);
+        let done = ServerEvent::Done {
+            request_id,
+            epoch,
+            turn,
+        };
+        outbox.send(Message::text(done.to_json())).await;
+    }
+}
