@@ -115,6 +115,7 @@ macro_rules! each {
 }
 
 // After `each!`, so that the dynamic operations can use it.
+mod closing;
 mod dynamic;
 
 impl<
