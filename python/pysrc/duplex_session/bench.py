@@ -3,9 +3,17 @@
 Runs the workloads of the seed's ``seed_bench.py`` through the seed module
 and through this package, one after the other in the same process, with the
 same Python code (building fences, calling the clock, the loop), and prints
-one line per workload: ``NAME seed_ns ours_ns ratio``. Then the memory of a
-session at the seed's default ``completed_append_limit=256`` with 256
-completed appends recorded.
+one line per workload under a header naming the columns:
+
+- the six hot workloads with their setup outside the timing (``NAME seed_ns
+  ours_ns ratio``), then the same six as ``seed_bench.py`` writes them, setup
+  (opening the sessions, 10,000 of them for ``collect_idle_10k``) inside;
+- bytes per session at a typical load (4 stage bindings, 8 completed
+  appends, session and request ids of 46 to 74 bytes) at 1,000, 10,000 and
+  50,000 sessions, and at the seed's default ``completed_append_limit=256``
+  with 256 completed appends at 1,000 and 10,000;
+- the cost of opening one more session into a manager that holds that many,
+  with a fresh ``DuplexLeaseConfig`` each time and with one shared config.
 
 The seed is looked up in ``../shared/reference`` (or ``--seed-path DIR``).
 Each workload's setup (opening the sessions) is outside the timed loop, for
@@ -22,6 +30,26 @@ import sys
 import time
 import tracemalloc
 from types import SimpleNamespace
+
+# The floors a release holds (`--check`): seed / ours for times, ours / seed
+# for memory.
+AS_WRITTEN = [
+    ("append_input", 200_000, 5.0),
+    ("touch", 200_000, 1.5),
+    ("bind_release", 100_000, 3.0),
+    ("completed_hit", 200_000, 2.0),
+    ("open_close", 50_000, 2.0),
+    ("collect_idle_10k", 20, 3.0),
+]
+SIZES = (1_000, 10_000, 50_000)
+# The full window is 130 KB a session in the seed: 50,000 of them, twice,
+# would need 12 GB, so that row stops at 10,000.
+FULL_WINDOW_SIZES = (1_000, 10_000)
+TYPICAL_BYTES_FLOOR = 0.5
+FULL_WINDOW_BYTES_FLOOR = 0.75
+OPEN_FLOOR = 2.0
+# Opens timed per size, after the manager holds the size's sessions.
+OPENS = 1_000
 
 # Workload: (name, iterations, floor ratio).
 WORKLOADS = [
@@ -168,27 +196,84 @@ def timeit(run, n: int) -> float:
     return best
 
 
-def bytes_per_session(mod: SimpleNamespace, native: bool, sessions: int = 50) -> float:
-    """Bytes per session with the seed's default limit of 256 and 256
-    completed appends recorded (tracemalloc, plus the extension's own
-    accounting of what Rust holds)."""
+def long_id(prefix: str, i: int) -> str:
+    """An id of 46 to 74 bytes, as vllm-omni's session and request ids run
+    (a uuid-style body after a prefix)."""
+    body = f"{prefix}-{i:08d}-6a3b-4f0e-9a57-2d8c1e4b7f30"
+    return (body + "-" + "x" * 28)[: 46 + i % 29]
+
+
+def native_bytes(m, ids) -> int:
+    return sum(m.get(i)._native_bytes() for i in ids)
+
+
+def bytes_per_session(mod: SimpleNamespace, native: bool, sessions: int, full_window: bool) -> float:
+    """Bytes per session (tracemalloc, plus the extension's own accounting
+    of what Rust holds): at the typical load, or with the seed's default
+    limit of 256 and 256 completed appends recorded."""
     w = Workloads(mod)
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    m, fences = w.manager_with(sessions, completed_append_limit=256)
-    for f in fences:
+    kwargs = {"completed_append_limit": 256} if full_window else {}
+    m = w.m.DuplexSessionRuntimeManager(clock=Clock(), **kwargs)
+    lease = w.m.DuplexLeaseConfig(idle_ttl_s=300_000, disconnect_grace_s=30_000)
+    ids = []
+    for i in range(sessions):
+        f = w.m.DuplexFence(long_id("session", i))
+        m.open_session(f, capabilities=w.caps(), lease_config=lease)
         s = m.get(f.session_id)
-        for i in range(256):
-            s.record_completed_append(
-                f"append:{i:08x}-6a3b-4f0e-9a57-2d8c1e4b7f30", fence=f, mode=w.mode, final=False, stage_results=[{"v": i}]
-            )
+        if full_window:
+            for k in range(256):
+                s.record_completed_append(
+                    f"append:{k:08x}-6a3b-4f0e-9a57-2d8c1e4b7f30", fence=f, mode=w.mode, final=False, stage_results=[{"v": k}]
+                )
+        else:
+            for st in range(4):
+                s.bind_stage_request(st, long_id(f"req{st}", i), fence=f)
+            for k in range(8):
+                s.record_completed_append(f"op-{k}", fence=f, mode=w.mode, final=False, stage_results=[{"v": k}])
+        ids.append(f.session_id)
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     python_bytes = sum(st.size_diff for st in after.compare_to(before, "filename"))
-    native_bytes = sum(m.get(f.session_id)._native_bytes() for f in fences) if native else 0
-    del m
-    return (python_bytes + native_bytes) / sessions
+    total = python_bytes + (native_bytes(m, ids) if native else 0)
+    del m, ids
+    gc.collect()
+    return total / sessions
+
+
+def open_cost(mod: SimpleNamespace, sessions: int, fresh: bool) -> float:
+    """ns to open one more session into a manager holding `sessions`, with a
+    fresh ``DuplexLeaseConfig`` for each open or one shared config."""
+    w = Workloads(mod)
+    m = w.m.DuplexSessionRuntimeManager(clock=Clock())
+    shared = w.m.DuplexLeaseConfig(idle_ttl_s=300_000, disconnect_grace_s=30_000)
+    config, fence, caps = w.m.DuplexLeaseConfig, w.m.DuplexFence, w.caps()
+    for i in range(sessions):
+        m.open_session(fence(long_id("held", i)), capabilities=caps, lease_config=shared)
+    fences = [fence(long_id("new", i)) for i in range(OPENS)]
+    gc.collect()
+    t0 = time.perf_counter_ns()
+    if fresh:
+        for f in fences:
+            m.open_session(f, capabilities=caps, lease_config=config(idle_ttl_s=300_000, disconnect_grace_s=30_000))
+    else:
+        for f in fences:
+            m.open_session(f, capabilities=caps, lease_config=shared)
+    dt = (time.perf_counter_ns() - t0) / OPENS
+    del m, fences
+    gc.collect()
+    return dt
+
+
+def as_written(w: Workloads, name: str):
+    """The workload as ``seed_bench.py`` writes it: setup inside the timing."""
+
+    def run(n):
+        getattr(w, name)()(n)
+
+    return run
 
 
 def main(argv=None) -> int:
@@ -200,8 +285,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     seed, ours = Workloads(load_seed(args.seed_path)), Workloads(load_ours())
     failed = []
+
+    def wanted(name: str) -> bool:
+        return not args.only or name in args.only
+
+    if any(wanted(name) for name, _, _ in WORKLOADS):
+        print("# workload seed_ns ours_ns seed/ours (setup outside the timing)", flush=True)
     for name, n, floor in WORKLOADS:
-        if args.only and name not in args.only:
+        if not wanted(name):
             continue
         n = max(10, int(n * args.scale))
         seed_ns = timeit(getattr(seed, name)(), n)
@@ -210,12 +301,41 @@ def main(argv=None) -> int:
         print(f"{name} {seed_ns:.1f} {ours_ns:.1f} {ratio:.1f}", flush=True)
         if ratio < floor:
             failed.append(f"{name}: {ratio:.1f}x is under the floor of {floor}x")
-    if not args.only or "memory" in args.only:
-        seed_b = bytes_per_session(seed.m, native=False)
-        ours_b = bytes_per_session(ours.m, native=True)
-        print(f"bytes_per_session_256 {seed_b:.0f} {ours_b:.0f} {seed_b / ours_b:.2f}", flush=True)
-        if ours_b > seed_b:
-            failed.append(f"memory: {ours_b:.0f} bytes per session is more than the seed's {seed_b:.0f}")
+    if wanted("as_written"):
+        print("# workload seed_ns ours_ns seed/ours (as seed_bench.py writes it: setup inside)", flush=True)
+        for name, n, floor in AS_WRITTEN:
+            n = max(2, int(n * args.scale))
+            seed_ns = timeit(as_written(seed, name), n)
+            ours_ns = timeit(as_written(ours, name), n)
+            ratio = seed_ns / ours_ns
+            print(f"as_written.{name} {seed_ns:.1f} {ours_ns:.1f} {ratio:.1f}", flush=True)
+            if ratio < floor:
+                failed.append(f"as_written.{name}: {ratio:.1f}x is under the floor of {floor}x")
+    sizes = [max(10, int(n * args.scale)) for n in SIZES]
+    if wanted("memory"):
+        print("# workload sessions seed_bytes ours_bytes ours/seed (bytes per session)", flush=True)
+        full_sizes = [max(10, int(n * args.scale)) for n in FULL_WINDOW_SIZES]
+        for full_window, name, floor, counts in (
+            (False, "bytes_typical", TYPICAL_BYTES_FLOOR, sizes),
+            (True, "bytes_256_completed", FULL_WINDOW_BYTES_FLOOR, full_sizes),
+        ):
+            for n in counts:
+                seed_b = bytes_per_session(seed.m, False, n, full_window)
+                ours_b = bytes_per_session(ours.m, True, n, full_window)
+                share = ours_b / seed_b
+                print(f"{name} {n} {seed_b:.0f} {ours_b:.0f} {share:.2f}", flush=True)
+                if share > floor:
+                    failed.append(f"{name} at {n}: {share:.2f} of the seed's bytes, over the ceiling of {floor}")
+    if wanted("open"):
+        print("# workload sessions seed_ns ours_ns seed/ours (one more open)", flush=True)
+        for fresh, name in ((True, "open_fresh_config"), (False, "open_shared_config")):
+            for n in sizes:
+                seed_ns = open_cost(seed.m, n, fresh)
+                ours_ns = open_cost(ours.m, n, fresh)
+                ratio = seed_ns / ours_ns
+                print(f"{name} {n} {seed_ns:.0f} {ours_ns:.0f} {ratio:.1f}", flush=True)
+                if ratio < OPEN_FLOOR:
+                    failed.append(f"{name} at {n}: {ratio:.1f}x is under the floor of {OPEN_FLOOR}x")
     for f in failed:
         print(f"under the floor: {f}", file=sys.stderr)
     return 1 if args.check and failed else 0

@@ -6,11 +6,16 @@
 //! semihosting and leaves QEMU with exit code 0 only if every test passed:
 //!
 //! ```text
-//! suite lifecycle on microbit: 9 tests
-//! test lifecycle::open_detach_resume ... ok
-//! test lifecycle::close_releases_once ... FAILED at tests/lifecycle.rs:42: left == right (left 1, right 2)
-//! suite lifecycle: 8 passed, 1 failed
+//! suite lifecycle on microbit: 11 tests
+//! test lifecycle::open_detach_resume ... ok (stack 9428 B)
+//! test lifecycle::barge_in_cancels_the_old_epoch_and_fences_it_out ... FAILED at tests/lifecycle.rs:160: s.append(&next, AUDIO) is Ok
+//! suite lifecycle: 10 passed, 1 failed
 //! ```
+//!
+//! The other images: `replay` (the conformance traces, `replay/traces.py`),
+//! `scenario` (defmt golden output), `stack` and `cost` (figures with
+//! ceilings), `footprint` (flash and RAM, `measure`) and the example
+//! firmware (`examples/firmware`). `run` builds and runs them all.
 //!
 //! Why not defmt-test: it reports through a debug probe (probe-rs) and stops
 //! at the first failure; here QEMU's semihosting is the probe, every test
