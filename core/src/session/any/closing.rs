@@ -2,7 +2,7 @@
 //! close. Each applies the core's rule in place (a refusal changes nothing)
 //! and moves the session at most once.
 
-use super::dynamic::state_of;
+use super::dynamic::wrong_state;
 use super::{AnySession, Typed};
 use crate::error::Error;
 use crate::fence::Fence;
@@ -52,11 +52,7 @@ impl<
                 return Ok(());
             }
             other => {
-                let state = state_of(other.as_deref());
-                return Err(Error::WrongState {
-                    operation: "begin_close",
-                    state,
-                });
+                return Err(wrong_state("begin_close", other.as_deref()));
             }
         }
         // The one move, written out at each call site: shared as a helper,
@@ -136,11 +132,7 @@ impl<
         let (ids, reason) = match self.unclosed_mut() {
             Some(Typed::Closing(s, _)) => s.finalize_in_place(),
             other => {
-                let state = state_of(other.as_deref());
-                return Err(Error::WrongState {
-                    operation: "finalize",
-                    state,
-                });
+                return Err(wrong_state("finalize", other.as_deref()));
             }
         };
         self.mark_closed(reason);
@@ -210,11 +202,7 @@ impl<
             Some(Typed::Open(s, _)) => s.close_in_place(fence, released)?,
             Some(Typed::Detached(s, _)) => s.close_in_place(fence, released)?,
             other => {
-                let state = state_of(other.as_deref());
-                return Err(Error::WrongState {
-                    operation: "close",
-                    state,
-                });
+                return Err(wrong_state("close", other.as_deref()));
             }
         }
         crate::fmt::debug!(

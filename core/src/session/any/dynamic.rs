@@ -15,8 +15,9 @@ use crate::requests::{RequestIds, RequestState};
 use crate::session::state::{Detached, Open};
 use crate::time::Instant;
 
-/// The state of a typed session that is not closed (`None`: closed).
-pub(super) fn state_of<
+/// `wrong_state` for `operation` on a typed session that is not closed
+/// (`None`: closed).
+pub(super) fn wrong_state<
     SC,
     RC,
     const R: usize,
@@ -26,9 +27,13 @@ pub(super) fn state_of<
     const L: usize,
     const K: usize,
 >(
+    operation: &'static str,
     typed: Option<&Typed<SC, RC, R, B, D, A, L, K>>,
-) -> crate::session::state::StateKind {
-    typed.map_or(crate::session::state::StateKind::Closed, Typed::kind)
+) -> Error {
+    Error::WrongState {
+        operation,
+        state: typed.map_or(crate::session::state::StateKind::Closed, Typed::kind),
+    }
 }
 
 /// Runs `$body` on a live session (Open or Detached), or fails with
@@ -38,10 +43,7 @@ macro_rules! live {
         match $any {
             Some(Typed::Open($s, _)) => $body,
             Some(Typed::Detached($s, _)) => $body,
-            other => Err(Error::WrongState {
-                operation: $op,
-                state: state_of(other.as_deref()),
-            }),
+            other => Err(wrong_state($op, other.as_deref())),
         }
     };
 }
@@ -54,10 +56,7 @@ macro_rules! unfinished {
             Some(Typed::Open($s, _)) => $body,
             Some(Typed::Detached($s, _)) => $body,
             Some(Typed::Closing($s, _)) => $body,
-            other => Err(Error::WrongState {
-                operation: $op,
-                state: state_of(other.as_deref()),
-            }),
+            other => Err(wrong_state($op, other.as_deref())),
         }
     };
 }
@@ -67,10 +66,7 @@ macro_rules! open {
     ($any:expr, $op:literal, $s:ident => $body:expr) => {
         match $any {
             Some(Typed::Open($s, _)) => $body,
-            other => Err(Error::WrongState {
-                operation: $op,
-                state: state_of(other.as_deref()),
-            }),
+            other => Err(wrong_state($op, other.as_deref())),
         }
     };
 }
@@ -153,11 +149,7 @@ impl<
         match self.unclosed_mut() {
             Some(Typed::Open(s, _)) => s.detach_in_place(fence, now)?,
             other => {
-                let state = state_of(other.as_deref());
-                return Err(Error::WrongState {
-                    operation: "detach",
-                    state,
-                });
+                return Err(wrong_state("detach", other.as_deref()));
             }
         }
         self.transition(|typed| match typed {
@@ -193,11 +185,7 @@ impl<
                 (s.resume_in_place(fence, expected_generation, now)?, true)
             }
             other => {
-                let state = state_of(other.as_deref());
-                return Err(Error::WrongState {
-                    operation: "resume",
-                    state,
-                });
+                return Err(wrong_state("resume", other.as_deref()));
             }
         };
         if detached {
