@@ -33,7 +33,7 @@
 //! ```
 
 use crate::session::state::Open;
-use crate::Session;
+use crate::{AnySession, Session};
 
 /// The conformance profile, and the default of every generic type: the
 /// sizes the conformance traces are written for.
@@ -119,6 +119,30 @@ pub type ServerSession<S = Open, SC = (), RC = ()> = Session<
 /// default).
 pub type DeviceSession<S = Open, SC = (), RC = ()> = Session<
     S,
+    SC,
+    RC,
+    { device::RESOURCES },
+    { device::BINDINGS },
+    { device::COMPLETED },
+    { device::ACTIVE_OPS },
+    { device::ID_LEN },
+    { device::STAGE_RESULTS },
+>;
+
+/// A [`DeviceSession`] in any state, held in one variable (firmware that
+/// keeps a table of sessions, or restores one from a snapshot).
+///
+/// ```
+/// use duplex_core::profile::{DeviceAnySession, DeviceSession};
+/// use duplex_core::*;
+///
+/// let f = Fence::new(Id::new("mic")?, 0);
+/// let mut s = DeviceAnySession::from(DeviceSession::open_with_capacities(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+/// s.detach(&f, Instant::from_millis(20))?;
+/// assert_eq!(s.kind(), StateKind::Detached);
+/// # Ok::<(), Error>(())
+/// ```
+pub type DeviceAnySession<SC = (), RC = ()> = AnySession<
     SC,
     RC,
     { device::RESOURCES },

@@ -9,17 +9,7 @@ use duplex_core::profile::{device, DeviceSession};
 use duplex_core::*;
 use duplex_on_target::{check, check_eq, ok, tests, Outcome};
 
-/// Any state of a device-profile session.
-type Device = AnySession<
-    (),
-    (),
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
+type Device = duplex_core::profile::DeviceAnySession;
 type DeviceFence = Fence<{ device::ID_LEN }>;
 type DeviceId = Id<{ device::ID_LEN }>;
 

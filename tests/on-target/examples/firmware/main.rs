@@ -27,16 +27,7 @@ use duplex_core::profile::{device, DeviceSession};
 use duplex_core::*;
 use duplex_on_target::{entry, exit, hprintln, CORE_HZ};
 
-type Device = AnySession<
-    (),
-    (),
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
+type Device = duplex_core::profile::DeviceAnySession;
 type DFence = Fence<{ device::ID_LEN }>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;

@@ -15,20 +15,10 @@ use core::hint::black_box;
 
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
-use duplex_core::profile::device;
 use duplex_core::*;
 use duplex_on_target::{entry, exit, hprintln, BOARD, CORE_HZ};
 
-type Device = AnySession<
-    (),
-    (),
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
+type Device = duplex_core::profile::DeviceAnySession;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 const REPS: u32 = 1_000;

@@ -49,16 +49,7 @@ fn life() -> u64 {
     };
     #[cfg(feature = "serde")]
     let s = {
-        type Device = AnySession<
-            (),
-            (),
-            { device::RESOURCES },
-            { device::BINDINGS },
-            { device::COMPLETED },
-            { device::ACTIVE_OPS },
-            { device::ID_LEN },
-            { device::STAGE_RESULTS },
-        >;
+        type Device = duplex_core::profile::DeviceAnySession;
         let mut buf = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
         let Ok(image) = s.snapshot(black_box(&mut buf)) else {
             return 0;

@@ -5,20 +5,10 @@
 #![no_std]
 #![no_main]
 
-use duplex_core::profile::device;
 use duplex_core::*;
 use duplex_on_target::{entry, exit, hprintln, stack};
 
-type Device = AnySession<
-    (),
-    (),
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
+type Device = duplex_core::profile::DeviceAnySession;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
