@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod cluster;
 mod connection;
 mod engine;
 #[cfg(test)]
