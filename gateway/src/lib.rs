@@ -42,6 +42,6 @@ pub mod stats;
 mod transport;
 
 pub use limits::Limits;
-pub use ownership::{Owner, RandomError};
+pub use ownership::{Owner, RandomError, RESUME_KEY_MIN};
 pub use server::Gateway;
 pub use state::{Config, Manager, StartError};

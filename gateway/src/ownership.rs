@@ -38,7 +38,7 @@ type HmacSha256 = Hmac<Sha256>;
 /// fn logged(o: &duplex_gateway::Owner) -> String { format!("{o:?}") }
 /// # let _ = logged;
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Owner {
     nonce: [u8; 16],
 }
@@ -118,11 +118,23 @@ impl core::fmt::Debug for Keys {
 /// characters for the 32-byte MAC).
 const TOKEN: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+/// The shortest resume key a gateway accepts: 32 bytes, HMAC-SHA256's
+/// output size (a shorter key would be the weakest part of a token).
+pub const RESUME_KEY_MIN: usize = 32;
+
 impl Keys {
-    /// A fresh MAC key from the OS random source, and the admin token.
-    pub(crate) fn new(admin: Option<&str>) -> Result<Self, RandomError> {
-        let key: [u8; 32] = random()?;
-        let mac = <HmacSha256 as Mac>::new_from_slice(&key).map_err(RandomError::Key)?;
+    /// The MAC key: `resume_key` when given (nodes of one cluster share it,
+    /// so any of them can verify a token another made), else a fresh one
+    /// from the OS random source; and the admin token.
+    pub(crate) fn new(admin: Option<&str>, resume_key: Option<&[u8]>) -> Result<Self, RandomError> {
+        let drawn: [u8; 32];
+        let key = if let Some(key) = resume_key {
+            key
+        } else {
+            drawn = random()?;
+            &drawn
+        };
+        let mac = <HmacSha256 as Mac>::new_from_slice(key).map_err(RandomError::Key)?;
         Ok(Keys {
             mac,
             admin: admin.map(|a| a.as_bytes().to_vec()),
@@ -180,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_token_resumes_only_its_session_at_its_generation() -> Result<(), RandomError> {
-        let keys = Keys::new(None)?;
+        let keys = Keys::new(None, None)?;
         let owner = Owner::draw()?;
         let token = keys.token("s", &owner, 3);
         assert_eq!(token.len(), 43);
@@ -188,11 +200,39 @@ mod tests {
         assert!(!keys.verify("s", &owner, 4, &token));
         assert!(!keys.verify("t", &owner, 3, &token));
         assert!(!keys.verify("s", &Owner::draw()?, 3, &token));
-        assert!(!Keys::new(None)?.verify("s", &owner, 3, &token));
+        assert!(!Keys::new(None, None)?.verify("s", &owner, 3, &token));
         assert!(!keys.verify("s", &owner, 3, "not base64!"));
         assert!(!keys.verify("s", &owner, 3, ""));
         // The nonce never reaches a log line.
         assert_eq!(format!("{owner:?}"), "Owner(..)");
+        Ok(())
+    }
+
+    #[test]
+    fn nodes_that_share_a_resume_key_accept_each_others_tokens() -> Result<(), RandomError> {
+        let key = [7u8; RESUME_KEY_MIN];
+        let (a, b) = (Keys::new(None, Some(&key))?, Keys::new(None, Some(&key))?);
+        let owner = Owner::draw()?;
+        let token = a.token("s", &owner, 2);
+        assert!(b.verify("s", &owner, 2, &token));
+        assert!(!b.verify("s", &owner, 3, &token));
+        let other = Keys::new(None, Some(&[8u8; RESUME_KEY_MIN]))?;
+        assert!(!other.verify("s", &owner, 2, &token));
+        Ok(())
+    }
+
+    #[test]
+    fn an_owner_travels_in_a_snapshot_image() -> Result<(), Box<dyn std::error::Error>> {
+        use duplex_core::{AnySession, Fence, Id, Instant, OpenOptions, Session};
+        type GatewaySession = AnySession<Owner>;
+        let owner = Owner::draw()?;
+        let fence = Fence::new(Id::new("s")?, 0);
+        let s: Session<duplex_core::Open, Owner> =
+            Session::open_with_capacities(fence, OpenOptions::new(owner, ()), Instant::ZERO)?;
+        let mut buf = vec![0u8; Session::<duplex_core::Open, Owner>::SNAPSHOT_MAX + 64];
+        let image = GatewaySession::from(s).snapshot(&mut buf)?.to_vec();
+        let back = GatewaySession::restore_with_capacities(&image)?;
+        assert_eq!(back.as_open().map(|s| *s.session_config()), Some(owner));
         Ok(())
     }
 
@@ -207,11 +247,11 @@ mod tests {
 
     #[test]
     fn the_admin_token_is_checked_and_absent_means_disabled() -> Result<(), RandomError> {
-        let keys = Keys::new(Some("hunter2-but-longer"))?;
+        let keys = Keys::new(Some("hunter2-but-longer"), None)?;
         assert!(keys.is_admin(Some("hunter2-but-longer")));
         assert!(!keys.is_admin(Some("hunter2")));
         assert!(!keys.is_admin(None));
-        let off = Keys::new(None)?;
+        let off = Keys::new(None, None)?;
         assert!(!off.admin_enabled() && !off.is_admin(Some("")));
         Ok(())
     }

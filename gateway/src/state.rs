@@ -53,6 +53,12 @@ pub struct Config {
     /// The HS256 key connections' bearer tokens are verified with (`None`:
     /// connections are anonymous). See [`auth`](crate::auth).
     pub auth_secret: Option<String>,
+    /// The key resume tokens are made with (at least
+    /// [`RESUME_KEY_MIN`](crate::RESUME_KEY_MIN) bytes). Nodes of one
+    /// cluster share it, so a client can resume on any of them. `None`: a
+    /// key drawn from the OS random source at start (tokens then die with
+    /// the process).
+    pub resume_key: Option<Vec<u8>>,
     /// What one client may cost.
     pub limits: Limits,
 }
@@ -69,6 +75,7 @@ impl core::fmt::Debug for Config {
             .field("delta_interval", &self.delta_interval)
             .field("admin_token", &secret(&self.admin_token))
             .field("auth_secret", &secret(&self.auth_secret))
+            .field("resume_key", &self.resume_key.as_ref().map(|_| ".."))
             .field("limits", &self.limits)
             .finish()
     }
@@ -85,6 +92,7 @@ impl Default for Config {
             delta_interval: StdDuration::from_millis(5),
             admin_token: None,
             auth_secret: None,
+            resume_key: None,
             limits: Limits::default(),
         }
     }
@@ -102,6 +110,8 @@ impl Default for Config {
 /// assert!(matches!(refused, Err(StartError::Limit(_))));
 /// let refused = Gateway::new(Config { admin_token: Some(String::new()), ..Config::default() });
 /// assert!(matches!(refused, Err(StartError::EmptyAdminToken)));
+/// let refused = Gateway::new(Config { resume_key: Some(b"short".to_vec()), ..Config::default() });
+/// assert!(matches!(refused, Err(StartError::ShortResumeKey { len: 5, min: 32 })));
 /// # }
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +128,15 @@ pub enum StartError {
     /// An empty admin token (it would match an empty guess).
     #[error("the admin token must not be empty")]
     EmptyAdminToken,
+    /// A resume key shorter than [`RESUME_KEY_MIN`](crate::RESUME_KEY_MIN)
+    /// bytes.
+    #[error("the resume key must be at least {min} bytes, got {len}")]
+    ShortResumeKey {
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
+    },
     /// An empty authentication secret (anyone could sign tokens).
     #[error("the auth secret must not be empty")]
     EmptyAuthSecret,
@@ -221,7 +240,16 @@ impl Shared {
             .map(|s| Verifier::new(s.as_bytes()))
             .transpose()
             .map_err(|e| StartError::AuthSecret(e.to_string()))?;
-        let keys = Keys::new(config.admin_token.as_deref()).map_err(StartError::Secret)?;
+        if let Some(key) = &config.resume_key {
+            if key.len() < crate::RESUME_KEY_MIN {
+                return Err(StartError::ShortResumeKey {
+                    len: key.len(),
+                    min: crate::RESUME_KEY_MIN,
+                });
+            }
+        }
+        let keys = Keys::new(config.admin_token.as_deref(), config.resume_key.as_deref())
+            .map_err(StartError::Secret)?;
         Ok(Shared {
             manager: Arc::new(manager),
             audit: config.audit.then(Audit::new),

@@ -40,6 +40,11 @@ struct Args {
     /// with this secret. Without it connections are anonymous.
     #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
     auth_secret: Option<String>,
+    /// The key resume tokens are made with, at least 32 bytes. Give every
+    /// node of a cluster the same one, so a client can resume on any node.
+    /// Without it a key is drawn at start, and tokens die with the process.
+    #[arg(long, env = "DUPLEX_RESUME_KEY", hide_env_values = true)]
+    resume_key: Option<String>,
     /// `response.delta` events per response.
     #[arg(long, default_value_t = 3)]
     deltas: u32,
@@ -103,6 +108,7 @@ fn config(args: &Args) -> Result<Config, String> {
         delta_interval: Duration::from_millis(args.delta_ms),
         admin_token: args.admin_token.clone(),
         auth_secret: args.auth_secret.clone(),
+        resume_key: args.resume_key.as_ref().map(|k| k.as_bytes().to_vec()),
         limits,
     })
 }
