@@ -75,7 +75,21 @@ pub(crate) async fn stream_response(
             .or_else(|| manager.with_detached(&session, |s, _| release_held(s, &request)))
             .unwrap_or(false)
     };
-    if released {
+    // The release is acknowledged (response.done) only once stored: a
+    // node of a cluster that cannot store it drops the session, whose
+    // stored state still holds the request for the next owner to release.
+    let stored = !released
+        || shared
+            .store(
+                &session,
+                crate::durable::Changes {
+                    released: vec![request_id.clone()],
+                    ..crate::durable::Changes::default()
+                },
+            )
+            .await
+            == crate::durable::Stored::Yes;
+    if released && stored {
         bump(&shared.stats.responses_done);
         let done = ServerEvent::Done {
             request_id,

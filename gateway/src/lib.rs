@@ -26,6 +26,7 @@
 pub mod auth;
 pub mod cluster;
 mod connection;
+mod durable;
 mod engine;
 #[cfg(test)]
 mod frames;

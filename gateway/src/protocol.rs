@@ -200,6 +200,13 @@ pub enum ServerEvent {
         /// The engine requests released by the close.
         request_ids: Vec<String>,
     },
+    /// The node is shutting down and has stored the session: resume it on
+    /// another node of the cluster (the connection closes next).
+    #[serde(rename = "session.moved")]
+    Moved {
+        /// The session id.
+        session_id: String,
+    },
     /// The input a session applied, in order.
     #[serde(rename = "session.audit")]
     Audit {

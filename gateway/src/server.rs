@@ -12,6 +12,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use crate::cluster::{ClusterConfig, Node};
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
 use crate::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
@@ -40,8 +41,37 @@ impl Gateway {
     /// ```
     pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
         Ok(Arc::new(Gateway {
-            shared: Arc::new(Shared::new(config)?),
+            shared: Arc::new(Shared::new(config, None)?),
         }))
+    }
+
+    /// A gateway that is a node of a cluster: sessions are recorded in the
+    /// Redis directory, every change is acknowledged only once it is stored
+    /// there, and a client can resume on any node (see
+    /// [`cluster`](crate::cluster)). The nodes must share
+    /// [`Config::resume_key`].
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new); [`StartError::Cluster`] if Redis cannot be
+    /// reached.
+    pub async fn join(config: Config, cluster: ClusterConfig) -> Result<Arc<Self>, StartError> {
+        let boot = crate::ownership::new_session_id()
+            .map_err(StartError::Secret)?
+            .chars()
+            .take(8)
+            .collect::<String>();
+        let node = Node::join(&cluster, &boot)
+            .await
+            .map_err(StartError::Cluster)?;
+        Ok(Arc::new(Gateway {
+            shared: Arc::new(Shared::new(config, Some((node, boot)))?),
+        }))
+    }
+
+    /// This node's name in its cluster (`None`: a lone gateway).
+    pub fn node_name(&self) -> Option<&str> {
+        self.shared.node.as_ref().map(|n| n.directory.node())
     }
 
     /// The counters now.
@@ -74,10 +104,11 @@ impl Gateway {
         shutdown: impl Future<Output = ()>,
     ) -> Counters {
         let (stop, stopped) = watch::channel(false);
-        let reaper = {
-            let shared = Arc::clone(&self.shared);
-            let mut stopped = stopped.clone();
-            tokio::spawn(Arc::clone(&self.shared.manager).reap(
+        let reaper =
+            {
+                let shared = Arc::clone(&self.shared);
+                let mut stopped = stopped.clone();
+                tokio::spawn(Arc::clone(&self.shared.manager).reap(
                 move |expiry| {
                     bump(&shared.stats.expired);
                     add(
@@ -85,12 +116,53 @@ impl Gateway {
                         expiry.submitted.len() + expiry.reserved.len(),
                     );
                     tracing::debug!(session = %expiry.session, reason = %expiry.reason, "expired");
+                    if shared.node.is_some() {
+                        // The record goes, with the requests the expiry
+                        // released, counted.
+                        let released: Vec<String> = expiry
+                            .submitted
+                            .iter()
+                            .chain(expiry.reserved.iter())
+                            .map(|id| id.as_str().to_owned())
+                            .collect();
+                        let (shared, session) = (Arc::clone(&shared), expiry.session.clone());
+                        let incarnation = expiry.fence.incarnation;
+                        tokio::spawn(async move {
+                            shared.store_close(session.as_str(), incarnation, released).await;
+                        });
+                    }
                 },
                 async move {
                     let _ = stopped.wait_for(|s| *s).await;
                 },
             ))
-        };
+            };
+        let tending = self.shared.node.as_ref().map(|node| {
+            // A node announces itself, and adopts the sessions of nodes
+            // that stopped announcing themselves.
+            let shared = Arc::clone(&self.shared);
+            let mut stopped = stopped.clone();
+            let period = node.liveness_ttl / 4;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                let mut round = 0u64;
+                loop {
+                    tokio::select! {
+                        _ = stopped.wait_for(|s| *s) => break,
+                        _ = tick.tick() => {}
+                    }
+                    if let Some(node) = &shared.node {
+                        if let Err(e) = node.directory.heartbeat(node.liveness_ttl).await {
+                            tracing::warn!("liveness not announced: {e}");
+                        }
+                    }
+                    round += 1;
+                    if round.is_multiple_of(2) {
+                        shared.adopt_dead().await;
+                    }
+                }
+            })
+        });
         let limits = self.shared.config.limits;
         let mut connections = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -131,6 +203,9 @@ impl Gateway {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
+        // A node of a cluster hands its sessions off first, so that the
+        // clients it is about to let go can resume elsewhere at once.
+        self.shared.drain().await;
         let _ = stop.send(true);
         // Connections end by themselves (a close frame each); those that
         // do not within the grace (a client that never reads, a handshake
@@ -149,7 +224,12 @@ impl Gateway {
             while connections.join_next().await.is_some() {}
         }
         let _ = reaper.await;
-        self.close_all();
+        if let Some(tending) = tending {
+            let _ = tending.await;
+        }
+        if self.shared.node.is_none() {
+            self.close_all();
+        }
         self.counters()
     }
 

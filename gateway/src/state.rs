@@ -12,6 +12,7 @@ use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
 use crate::auth::Verifier;
+use crate::cluster::Node;
 use crate::limits::{Limits, Slots};
 use crate::ownership::{Keys, Owner, RandomError};
 use crate::stats::{Counters, Stats};
@@ -143,6 +144,9 @@ pub enum StartError {
     /// The token library refused the authentication secret.
     #[error("the auth secret was refused: {0}")]
     AuthSecret(String),
+    /// The cluster's directory could not be reached or refused the node.
+    #[error("cannot join the cluster: {0}")]
+    Cluster(crate::cluster::DirectoryError),
     /// A limit that would stop every client (a zero timeout or cap), or an
     /// outbound bound too small for one reply.
     #[error("invalid limit: {0}")]
@@ -206,12 +210,20 @@ pub(crate) struct Shared {
     pub(crate) verifier: Option<Verifier>,
     pub(crate) slots: Arc<Slots>,
     pub(crate) next_request: AtomicU64,
+    /// Engine request ids are `r<prefix><n>`: unique across the nodes of a
+    /// cluster (the prefix is the node's boot id), `r<n>` alone.
+    pub(crate) request_prefix: String,
+    /// The cluster this gateway is a node of (`None`: a lone gateway).
+    pub(crate) node: Option<Node>,
+    /// Set when a node of a cluster starts handing its sessions off: from
+    /// then on a client's session events are answered `session.moved`.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
     /// The shared state of a new gateway. Call inside a tokio runtime (the
     /// clock is tokio's).
-    pub(crate) fn new(config: Config) -> Result<Self, StartError> {
+    pub(crate) fn new(config: Config, node: Option<(Node, String)>) -> Result<Self, StartError> {
         let ms = |d: StdDuration| {
             Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         };
@@ -260,6 +272,12 @@ impl Shared {
             verifier,
             slots: Arc::default(),
             next_request: AtomicU64::new(0),
+            request_prefix: node
+                .as_ref()
+                .map(|(_, boot)| format!("{boot}-"))
+                .unwrap_or_default(),
+            node: node.map(|(node, _)| node),
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -93,6 +93,26 @@ counters! {
     expired,
     /// Sessions closed at shutdown.
     shutdown_closed,
+    /// Cluster: sessions taken over from another node (or from this
+    /// node's stored image) by a resume.
+    taken_over,
+    /// Cluster: sessions of a dead node adopted by this one.
+    adopted,
+    /// Cluster: sessions dropped here because another node owns them now
+    /// (the directory refused this node's write).
+    moved_away,
+    /// Cluster: sessions handed off at shutdown (stored, clients told
+    /// `session.moved`).
+    drained,
+    /// Cluster: changes not acknowledged because Redis did not answer
+    /// (the session was dropped here; its stored state stands).
+    store_failed,
+    /// Cluster: engine requests the directory counted as released more
+    /// than once (must stay 0).
+    releases_doubled,
+    /// Engine requests of another node's engine released by a takeover or
+    /// an adoption.
+    requests_taken_over,
 }
 
 /// Adds one.

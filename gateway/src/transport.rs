@@ -233,6 +233,9 @@ pub(crate) async fn run(
     match end {
         End::Shutdown => {
             conn.stop_responses();
+            if let Some(moved) = conn.moved() {
+                outbox.offer(Message::text(moved.to_json()));
+            }
             outbox.offer(close(CloseCode::Away, "server shutting down"));
             drop((conn, outbox));
             // The close frame goes out unless the client stopped reading;
@@ -270,5 +273,5 @@ pub(crate) async fn run(
             writer.abort();
         }
     }
-    conn.dropped();
+    conn.dropped().await;
 }

@@ -2,7 +2,7 @@
 //! skipped with a message when there is none, unless
 //! `DUPLEX_REQUIRE_REDIS=1`, which CI sets).
 
-use duplex_gateway::cluster::{Directory, DirectoryError, RedisServer, Save};
+use duplex_gateway::cluster::{Directory, DirectoryError, Record, RedisServer, Save};
 
 fn redis() -> Option<RedisServer> {
     if !RedisServer::available() {
@@ -16,11 +16,11 @@ fn redis() -> Option<RedisServer> {
     Some(RedisServer::start().expect("redis-server starts"))
 }
 
-fn save<'a>(image: &'a [u8], applied: &'a [String], released: &'a [String]) -> Save<'a> {
+fn image(image: &[u8], version: u64) -> Save<'_> {
     Save {
         image,
-        applied,
-        released,
+        version,
+        ..Save::default()
     }
 }
 
@@ -30,9 +30,9 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let b = Directory::connect(&server.url(), "b").await.unwrap();
 
-    assert!(a.create("s1", 0, b"image-0").await.unwrap());
+    assert!(a.create("s1", 0, image(b"image-0", 1)).await.unwrap());
     assert!(
-        !b.create("s1", 0, b"other").await.unwrap(),
+        !b.create("s1", 0, image(b"other", 1)).await.unwrap(),
         "an id with a record is taken"
     );
     let rec = b.load("s1").await.unwrap().unwrap();
@@ -42,22 +42,50 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
     );
 
     // The owner saves; nobody else can, and not under another incarnation.
-    a.save("s1", 0, save(b"image-1", &[], &[])).await.unwrap();
+    a.save("s1", 0, image(b"image-1", 2)).await.unwrap();
     assert!(matches!(
-        b.save("s1", 0, save(b"evil", &[], &[])).await,
+        b.save("s1", 0, image(b"evil", 3)).await,
         Err(DirectoryError::Lost { .. })
     ));
     assert!(matches!(
-        a.save("s1", 1, save(b"evil", &[], &[])).await,
+        a.save("s1", 1, image(b"evil", 3)).await,
         Err(DirectoryError::Lost { .. })
     ));
     assert_eq!(a.load("s1").await.unwrap().unwrap().image, b"image-1");
+    // An image older than the stored one is not written (saves of one
+    // session may arrive out of order).
+    a.save("s1", 0, image(b"older", 1)).await.unwrap();
+    assert_eq!(a.load("s1").await.unwrap().unwrap().image, b"image-1");
 
+    // A takeover names the incarnation and image it read: one that read
+    // before the owner's last change must read again.
+    let stale = b.load("s1").await.unwrap().unwrap();
+    a.save("s1", 0, image(b"image-2", 4)).await.unwrap();
+    match b.take_over("s1", &stale, image(b"image-b", 1)).await {
+        Err(DirectoryError::Raced {
+            expected: 0,
+            found: 0,
+            ..
+        }) => {}
+        other => panic!("expected a stale read refused, got {other:?}"),
+    }
     // B takes over from incarnation 0: A's writes are refused from now on.
-    assert_eq!(b.take_over("s1", 0, b"image-b").await.unwrap(), 1);
+    let read = b.load("s1").await.unwrap().unwrap();
+    assert_eq!(read.version, 4);
+    assert_eq!(
+        b.take_over("s1", &read, image(b"image-b", 1))
+            .await
+            .unwrap()
+            .0,
+        1
+    );
+    let late = ["0:9:late".to_owned()];
+    let late = Save {
+        applied: &late,
+        ..image(b"late", 9)
+    };
     assert!(matches!(
-        a.save("s1", 0, save(b"late", &["0:9:late".into()], &[]))
-            .await,
+        a.save("s1", 0, late).await,
         Err(DirectoryError::Lost { incarnation: 0, .. })
     ));
     assert!(
@@ -71,7 +99,7 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
     );
 
     // A second takeover from the same incarnation lost the race.
-    match a.take_over("s1", 0, b"again").await {
+    match a.take_over("s1", &read, image(b"again", 1)).await {
         Err(DirectoryError::Raced {
             expected: 0,
             found: 1,
@@ -79,14 +107,18 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
         }) => {}
         other => panic!("expected a lost race, got {other:?}"),
     }
-    // Removal is the owner's too; then a takeover finds nothing.
+    // Closing is the owner's too; then a takeover finds nothing.
     assert!(matches!(
-        a.remove("s1", 1).await,
+        a.close("s1", 1, Save::default()).await,
         Err(DirectoryError::Lost { .. })
     ));
-    b.remove("s1", 1).await.unwrap();
+    b.close("s1", 1, Save::default()).await.unwrap();
     assert!(b.load("s1").await.unwrap().is_none());
-    match a.take_over("s1", 1, b"x").await {
+    let read = Record {
+        incarnation: 1,
+        ..read
+    };
+    match a.take_over("s1", &read, image(b"x", 1)).await {
         Err(DirectoryError::Raced {
             found: u64::MAX, ..
         }) => {}
@@ -98,14 +130,18 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
 async fn one_of_many_concurrent_takeovers_wins() {
     let Some(server) = redis() else { return };
     let owner = Directory::connect(&server.url(), "owner").await.unwrap();
-    assert!(owner.create("contested", 4, b"i").await.unwrap());
+    assert!(owner.create("contested", 4, image(b"i", 1)).await.unwrap());
+    let read = owner.load("contested").await.unwrap().unwrap();
     let mut tasks = Vec::new();
     for n in 0..16 {
         let d = Directory::connect(&server.url(), format!("n{n}"))
             .await
             .unwrap();
+        let read = read.clone();
         tasks.push(tokio::spawn(async move {
-            d.take_over("contested", 4, b"mine").await
+            d.take_over("contested", &read, image(b"mine", 1))
+                .await
+                .map(|(inc, _)| inc)
         }));
     }
     let mut won = 0;
@@ -120,30 +156,50 @@ async fn one_of_many_concurrent_takeovers_wins() {
 }
 
 #[tokio::test]
-async fn saves_log_applied_input_in_order_and_count_releases() {
+async fn saves_log_applied_input_in_order_and_count_each_release() {
     let Some(server) = redis() else { return };
     let a = Directory::connect(&server.url(), "a").await.unwrap();
-    assert!(a.create("s", 0, b"").await.unwrap());
-    let first: Vec<String> = vec!["0:1:e1".into(), "0:2:e2".into()];
+    let b = Directory::connect(&server.url(), "b").await.unwrap();
+    let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let (e12, e3) = (strings(&["0:1:e1", "0:2:e2"]), strings(&["0:3:e3"]));
+    let (r12, r1, r3) = (strings(&["r1", "r2"]), strings(&["r1"]), strings(&["r3"]));
     assert!(a
-        .save("s", 0, save(b"1", &first, &[]))
+        .create(
+            "s",
+            0,
+            Save {
+                applied: &e12,
+                bound: &r12,
+                ..image(b"1", 1)
+            }
+        )
         .await
-        .unwrap()
-        .is_empty());
+        .unwrap());
     let counts = a
         .save(
             "s",
             0,
-            save(b"2", &["0:3:e3".into()], &["r1".into(), "r2".into()]),
+            Save {
+                applied: &e3,
+                released: &r12,
+                ..image(b"2", 2)
+            },
         )
         .await
         .unwrap();
     assert_eq!(counts, [1, 1]);
     // A second release of r1 is counted, so a double release is visible.
     assert_eq!(
-        a.save("s", 0, save(b"3", &[], &["r1".into()]))
-            .await
-            .unwrap(),
+        a.save(
+            "s",
+            0,
+            Save {
+                released: &r1,
+                ..image(b"3", 3)
+            }
+        )
+        .await
+        .unwrap(),
         [2]
     );
     assert_eq!(
@@ -152,6 +208,71 @@ async fn saves_log_applied_input_in_order_and_count_releases() {
     );
     assert_eq!(a.applied("s", 1, 1).await.unwrap(), ["0:2:e2"]);
     assert!(a.applied("s", 0, 0).await.unwrap().is_empty());
+    // A takeover releases what the previous owner's engine held; a bound
+    // request nobody releases stays at 0.
+    a.save(
+        "s",
+        0,
+        Save {
+            bound: &r3,
+            ..image(b"4", 4)
+        },
+    )
+    .await
+    .unwrap();
+    let read = b.load("s").await.unwrap().unwrap();
+    let (inc, counts) = b
+        .take_over(
+            "s",
+            &read,
+            Save {
+                released: &r3,
+                ..image(b"5", 1)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((inc, counts.as_slice()), (1, &[1][..]));
+    b.save(
+        "s",
+        1,
+        Save {
+            bound: &strings(&["r4"]),
+            ..image(b"6", 2)
+        },
+    )
+    .await
+    .unwrap();
+    let mut releases = b.releases("s").await.unwrap();
+    releases.sort();
+    assert_eq!(
+        releases,
+        [
+            ("r1".into(), 2),
+            ("r2".into(), 1),
+            ("r3".into(), 1),
+            ("r4".into(), 0)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn nodes_register_and_note_what_they_own() {
+    let Some(server) = redis() else { return };
+    let a = Directory::connect(&server.url(), "a").await.unwrap();
+    let b = Directory::connect(&server.url(), "b").await.unwrap();
+    a.register().await.unwrap();
+    b.register().await.unwrap();
+    a.own("s1").await.unwrap();
+    a.own("s2").await.unwrap();
+    a.disown("s1").await.unwrap();
+    assert_eq!(b.owned_by("a").await.unwrap(), ["s2"]);
+    let mut nodes = b.nodes().await.unwrap();
+    nodes.sort();
+    assert_eq!(nodes, ["a", "b"]);
+    b.forget("a").await.unwrap();
+    assert_eq!(b.nodes().await.unwrap(), ["b"]);
+    assert!(b.owned_by("a").await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! `duplex-gateway`: the reference WebSocket voice gateway (see
-//! `PROTOCOL.md`). Serves until Ctrl-C, then closes every session, releases
-//! every engine request and prints its counters.
+//! `PROTOCOL.md`). Serves until Ctrl-C or SIGTERM, then closes every
+//! session (a node of a cluster hands them off instead), releases every
+//! engine request and prints its counters.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -8,7 +9,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use duplex_gateway::cluster::ClusterConfig;
 use duplex_gateway::{Config, Gateway, Limits};
+
+/// When a change is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Durability {
+    /// Only once the directory in Redis holds it: a node killed at any
+    /// instant loses nothing it acknowledged.
+    Ack,
+}
 
 /// A WebSocket voice gateway over duplex-std's shared session manager.
 #[derive(Debug, Parser)]
@@ -17,6 +27,22 @@ struct Args {
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
+    /// Be a node of a cluster whose session directory is this Redis
+    /// (`redis://host:port/`): clients can resume on any node, and a
+    /// node's death or shutdown loses no acknowledged change. Give every
+    /// node the same --resume-key.
+    #[arg(long, env = "DUPLEX_REDIS_URL")]
+    redis: Option<String>,
+    /// The node's name in the cluster (it registers as NAME-<boot id>).
+    #[arg(long, default_value = "node", requires = "redis")]
+    node: String,
+    /// When a change is acknowledged (with --redis).
+    #[arg(long, value_enum, default_value_t = Durability::Ack, requires = "redis")]
+    durability: Durability,
+    /// Seconds a node counts as live after each announcement; a node
+    /// silent for longer is presumed dead and its sessions are adopted.
+    #[arg(long, default_value_t = 2.0, requires = "redis")]
+    liveness_ttl_s: f64,
     /// Admission limit.
     #[arg(long, default_value_t = 10_000)]
     max_sessions: usize,
@@ -125,7 +151,24 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let gateway = match config(&args).and_then(|c| Gateway::new(c).map_err(|e| e.to_string())) {
+    let gateway = match config(&args) {
+        Ok(c) => match &args.redis {
+            None => Gateway::new(c).map_err(|e| e.to_string()),
+            Some(url) => match seconds("liveness-ttl-s", args.liveness_ttl_s) {
+                Ok(ttl) => {
+                    let Durability::Ack = args.durability;
+                    let cluster = ClusterConfig {
+                        liveness_ttl: ttl,
+                        ..ClusterConfig::new(url.clone(), args.node.clone())
+                    };
+                    Gateway::join(c, cluster).await.map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e),
+            },
+        },
+        Err(e) => Err(e),
+    };
+    let gateway = match gateway {
         Ok(gw) => gw,
         Err(e) => {
             eprintln!("duplex-gateway: {e}");
@@ -143,10 +186,34 @@ async fn main() -> ExitCode {
         Ok(addr) => println!("gateway: listening on ws://{addr}"),
         Err(e) => eprintln!("duplex-gateway: {e}"),
     }
+    if let Some(node) = gateway.node_name() {
+        println!("gateway: cluster node {node}");
+    }
     let shutdown = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            eprintln!("duplex-gateway: cannot wait for Ctrl-C: {e}");
-            std::future::pending::<()>().await;
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => Some(term),
+                Err(e) => {
+                    eprintln!("duplex-gateway: cannot wait for SIGTERM: {e}");
+                    None
+                }
+            };
+        let term = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => {
+                if let Err(e) = r {
+                    eprintln!("duplex-gateway: cannot wait for Ctrl-C: {e}");
+                    std::future::pending::<()>().await;
+                }
+            }
+            () = term => {}
         }
         println!("gateway: shutting down");
     };

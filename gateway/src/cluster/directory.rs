@@ -9,17 +9,26 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `dx:{<session>}:rec` | hash | `node` (owner), `inc` (incarnation), `image` (snapshot) |
+//! | `dx:{<session>}:rec` | hash | `node` (owner), `inc` (incarnation), `ver` (image order), `image` (snapshot) |
 //! | `dx:{<session>}:applied` | list | the applied input, `epoch:seq:event_id`, in order |
-//! | `dx:{<session>}:released` | hash | request id → times released (1 when all is well) |
+//! | `dx:{<session>}:released` | hash | engine request id → times released (0 while bound, 1 once released) |
 //! | `dx:node:<node>` | string with a TTL | the node is live while it exists |
+//! | `dx:nodes` | set | every node that has run (a dead one leaves once its sessions are adopted) |
+//! | `dx:owned:<node>` | set | the sessions a node took (a hint for adoption; the record decides) |
+//!
+//! Sessions spread over Redis Cluster slots by their id; the per-node keys
+//! are few and small. No script touches two sessions or a per-node key,
+//! so nothing needs a cross-slot transaction.
 //!
 //! # Ownership
 //!
 //! The incarnation is the fencing token. A node writes a session's state
 //! only through [`Directory::save`], which Redis applies only if the record
 //! still names that node *and* that incarnation; a takeover
-//! ([`Directory::take_over`]) is a compare-and-set on the incarnation. So a
+//! ([`Directory::take_over`]) is a compare-and-set on the incarnation and
+//! the image version the taker read (so it acts on the image it read, not
+//! an older one: the engine requests it releases are exactly those that
+//! image still holds). So a
 //! node that lost a session (its client resumed elsewhere, or it was
 //! presumed dead) has its next write refused ([`DirectoryError::Lost`]) and
 //! must drop the session: nothing it does afterwards reaches the store.
@@ -46,11 +55,9 @@ pub enum DirectoryError {
         /// The incarnation the caller acted for.
         incarnation: u64,
     },
-    /// A takeover found another incarnation than the one it expected:
-    /// someone else moved first.
-    #[error(
-        "session {session} is at incarnation {found}, not {expected}: another node moved first"
-    )]
+    /// A takeover found another incarnation or image than the one it read:
+    /// someone else moved first, or the owner stored a change since.
+    #[error("session {session} is at incarnation {found}, the taker read {expected} (or the image changed since): read it again")]
     Raced {
         /// The session.
         session: String,
@@ -76,20 +83,62 @@ pub struct Record {
     pub node: String,
     /// The session's incarnation (the fencing token).
     pub incarnation: u64,
+    /// The stored image's version (a takeover names it).
+    pub version: u64,
     /// The session's snapshot image as last acknowledged.
     pub image: Vec<u8>,
 }
 
-/// One save: the new image, with the input it applied and the requests it
-/// released since the last save.
-#[derive(Debug, Clone, Copy)]
+/// Engine requests over the whole directory, by how often each was
+/// released.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseTally {
+    /// Requests recorded as bound.
+    pub bound: u64,
+    /// Bound and never released.
+    pub never: Vec<String>,
+    /// Released more than once.
+    pub twice: Vec<String>,
+}
+
+impl ReleaseTally {
+    /// Every bound request was released exactly once.
+    pub fn exactly_once(&self) -> bool {
+        self.never.is_empty() && self.twice.is_empty()
+    }
+}
+
+/// One save: the new image, with the input it applied, the engine
+/// requests it bound and those it released since the last save.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Save<'a> {
-    /// The session's image after the change.
+    /// The session's image after the change (empty: a close, no image).
     pub image: &'a [u8],
+    /// The image's order among this node's images of the session: an
+    /// image older than the stored one is not written (two saves of one
+    /// session may arrive out of order).
+    pub version: u64,
     /// Applied input entries (`epoch:seq:event_id`), appended to the log.
     pub applied: &'a [String],
+    /// Engine requests bound by the change: recorded as bound, so a
+    /// request that is never released shows.
+    pub bound: &'a [String],
     /// Engine requests released by the change, counted per request.
     pub released: &'a [String],
+}
+
+impl Save<'_> {
+    /// The script's arguments after `node, inc`: image, version, then the
+    /// three lists, each preceded by its length.
+    fn args(&self, call: &mut redis::ScriptInvocation<'_>) {
+        call.arg(self.image).arg(self.version);
+        for list in [self.applied, self.bound, self.released] {
+            call.arg(list.len());
+            for item in list {
+                call.arg(item);
+            }
+        }
+    }
 }
 
 /// A connection to the directory, for one node. Cheap to clone: clones
@@ -125,61 +174,103 @@ fn node_key(node: &str) -> String {
     format!("dx:node:{node}")
 }
 
-/// Creates the record if there is none: 1, else 0.
+fn owned_key(node: &str) -> String {
+    format!("dx:owned:{node}")
+}
+
+/// The set of registered nodes.
+const NODES: &str = "dx:nodes";
+
+/// The shared part of the scripts below: after `node, inc, image, ver`
+/// come three counted lists (applied, bound, released) in ARGV from
+/// index `at`; applies them to the log and the release counts (KEYS[2],
+/// KEYS[3]) and returns the release counts.
+const LISTS: &str = r"
+local function lists(at)
+  local n = tonumber(ARGV[at])
+  for i = at + 1, at + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+  at = at + n + 1
+  n = tonumber(ARGV[at])
+  for i = at + 1, at + n do redis.call('HSETNX', KEYS[3], ARGV[i], 0) end
+  at = at + n + 1
+  n = tonumber(ARGV[at])
+  local out = {1}
+  for i = at + 1, at + n do out[#out + 1] = redis.call('HINCRBY', KEYS[3], ARGV[i], 1) end
+  return out
+end
+";
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{LISTS}{body}"))
+}
+
+/// Creates the record if there is none: `{1}`, else `{0}`.
 static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3])
-return 1
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
+return lists(5)
 ",
     )
 });
 
-/// Saves if the record is still ARGV[1]'s at incarnation ARGV[2]:
-/// `{1, count per released request}`, or `{0}`.
+/// Saves if the record is still ARGV[1]'s at incarnation ARGV[2]: `{1,
+/// count per released request}`, or `{0}`. The image is written only if
+/// its version is newer; the lists always apply (they are facts).
 static SAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
+        r"
+local owner = redis.call('HMGET', KEYS[1], 'node', 'inc', 'ver')
+if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
+if tonumber(ARGV[4]) > tonumber(owner[3] or '0') then
+  redis.call('HSET', KEYS[1], 'image', ARGV[3], 'ver', ARGV[4])
+end
+return lists(5)
+",
+    )
+});
+
+/// Takes the record over if it is at incarnation ARGV[5] with image
+/// version ARGV[6]: `{1, counts}` (the requests the previous engine held,
+/// released), else `{0, found}` (`found` -1 if there is no record).
+static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r"
+local at = redis.call('HMGET', KEYS[1], 'inc', 'ver')
+if not at[1] then return {0, -1} end
+if at[1] ~= ARGV[5] or at[2] ~= ARGV[6] then return {0, tonumber(at[1])} end
+redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
+return lists(7)
+",
+    )
+});
+
+/// Deletes the record if it is still ARGV[1]'s at incarnation ARGV[2],
+/// applying the lists (the requests the close released): `{1, counts}`
+/// or `{0}`.
+static CLOSE: LazyLock<Script> = LazyLock::new(|| {
+    script(
         r"
 local owner = redis.call('HMGET', KEYS[1], 'node', 'inc')
 if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
-redis.call('HSET', KEYS[1], 'image', ARGV[3])
-local applied = tonumber(ARGV[4])
-for i = 5, 4 + applied do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-local out = {1}
-for i = 5 + applied, #ARGV do
-  out[#out + 1] = redis.call('HINCRBY', KEYS[3], ARGV[i], 1)
-end
-return out
-",
-    )
-});
-
-/// Takes the record over if it is at incarnation ARGV[2]: `{1}`, else
-/// `{0, found}` (`found` -1 if there is no record).
-static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local inc = redis.call('HGET', KEYS[1], 'inc')
-if not inc then return {0, -1} end
-if inc ~= ARGV[2] then return {0, tonumber(inc)} end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[3], 'image', ARGV[4])
-return {1}
-",
-    )
-});
-
-/// Deletes the record if it is still ARGV[1]'s at incarnation ARGV[2].
-static REMOVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local owner = redis.call('HMGET', KEYS[1], 'node', 'inc')
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return 0 end
 redis.call('DEL', KEYS[1])
-return 1
+return lists(5)
 ",
     )
 });
+
+fn counts(out: &[i64]) -> Option<Vec<u64>> {
+    match out.split_first() {
+        Some((1, counts)) => Some(
+            counts
+                .iter()
+                .map(|&n| u64::try_from(n).unwrap_or(0))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
 
 impl Directory {
     /// Connects to Redis at `url` (`redis://host:port` or
@@ -214,6 +305,18 @@ impl Directory {
         Ok(())
     }
 
+    /// Withdraws this node's liveness at once (a drain): the others adopt
+    /// its sessions without waiting for the TTL.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn leave(&self) -> Result<(), DirectoryError> {
+        let mut c = self.conn.clone();
+        let _: i64 = c.del(node_key(&self.node)).await?;
+        Ok(())
+    }
+
     /// Whether `node` has announced itself within its TTL.
     ///
     /// # Errors
@@ -224,8 +327,9 @@ impl Directory {
         Ok(c.exists(node_key(node)).await?)
     }
 
-    /// Records a new session owned by this node: `false` if the id already
-    /// has a record (a live session, here or elsewhere).
+    /// Records a new session owned by this node at `incarnation`, with
+    /// the image and lists of `save`: `false` (nothing written) if the id
+    /// already has a record (a live session, here or elsewhere).
     ///
     /// # Errors
     ///
@@ -234,17 +338,18 @@ impl Directory {
         &self,
         session: &str,
         incarnation: u64,
-        image: &[u8],
+        save: Save<'_>,
     ) -> Result<bool, DirectoryError> {
         let mut c = self.conn.clone();
-        let created: i64 = CREATE
-            .key(rec(session))
+        let mut call = CREATE.prepare_invoke();
+        call.key(rec(session))
+            .key(applied_key(session))
+            .key(released_key(session))
             .arg(&self.node)
-            .arg(incarnation)
-            .arg(image)
-            .invoke_async(&mut c)
-            .await?;
-        Ok(created == 1)
+            .arg(incarnation);
+        save.args(&mut call);
+        let out: Vec<i64> = call.invoke_async(&mut c).await?;
+        Ok(counts(&out).is_some())
     }
 
     /// Reads a session's record.
@@ -252,27 +357,29 @@ impl Directory {
     /// # Errors
     ///
     /// [`DirectoryError::Redis`], or [`DirectoryError::Malformed`] for a
-    /// record without its three fields.
+    /// record without its node, incarnation or image.
     pub async fn load(&self, session: &str) -> Result<Option<Record>, DirectoryError> {
+        type Fields = (Option<String>, Option<u64>, Option<u64>, Option<Vec<u8>>);
         let mut c = self.conn.clone();
-        let (node, inc, image): (Option<String>, Option<u64>, Option<Vec<u8>>) =
-            redis::cmd("HMGET")
-                .arg(rec(session))
-                .arg("node")
-                .arg("inc")
-                .arg("image")
-                .query_async(&mut c)
-                .await?;
-        match (node, inc, image) {
-            (None, None, None) => Ok(None),
-            (Some(node), Some(incarnation), Some(image)) => Ok(Some(Record {
+        let (node, inc, ver, image): Fields = redis::cmd("HMGET")
+            .arg(rec(session))
+            .arg("node")
+            .arg("inc")
+            .arg("ver")
+            .arg("image")
+            .query_async(&mut c)
+            .await?;
+        match (node, inc, ver, image) {
+            (None, None, None, None) => Ok(None),
+            (Some(node), Some(incarnation), Some(version), Some(image)) => Ok(Some(Record {
                 node,
                 incarnation,
+                version,
                 image,
             })),
             _ => Err(DirectoryError::Malformed {
                 session: session.to_owned(),
-                what: "a record without its node, incarnation or image",
+                what: "a record without its node, incarnation, version or image",
             }),
         }
     }
@@ -293,60 +400,87 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Vec<u64>, DirectoryError> {
+        self.owned_call(&SAVE, session, incarnation, save).await
+    }
+
+    /// Closes a session this node owns at `incarnation`: its record is
+    /// deleted and the requests the close released are counted (the
+    /// applied log and the release counts stay, for audit).
+    ///
+    /// # Errors
+    ///
+    /// As [`save`](Self::save).
+    pub async fn close(
+        &self,
+        session: &str,
+        incarnation: u64,
+        save: Save<'_>,
+    ) -> Result<Vec<u64>, DirectoryError> {
+        self.owned_call(&CLOSE, session, incarnation, save).await
+    }
+
+    async fn owned_call(
+        &self,
+        script: &Script,
+        session: &str,
+        incarnation: u64,
+        save: Save<'_>,
+    ) -> Result<Vec<u64>, DirectoryError> {
         let mut c = self.conn.clone();
-        let mut call = SAVE.prepare_invoke();
+        let mut call = script.prepare_invoke();
         call.key(rec(session))
             .key(applied_key(session))
             .key(released_key(session))
             .arg(&self.node)
-            .arg(incarnation)
-            .arg(save.image)
-            .arg(save.applied.len());
-        for a in save.applied {
-            call.arg(a);
-        }
-        for r in save.released {
-            call.arg(r);
-        }
+            .arg(incarnation);
+        save.args(&mut call);
         let out: Vec<i64> = call.invoke_async(&mut c).await?;
-        match out.split_first() {
-            Some((1, counts)) => Ok(counts
-                .iter()
-                .map(|&n| u64::try_from(n).unwrap_or(0))
-                .collect()),
-            _ => Err(DirectoryError::Lost {
-                session: session.to_owned(),
-                incarnation,
-            }),
-        }
+        counts(&out).ok_or_else(|| DirectoryError::Lost {
+            session: session.to_owned(),
+            incarnation,
+        })
     }
 
-    /// Takes a session over from whoever owns it at `expected`, as
-    /// incarnation `expected + 1`, with the image this node will serve.
+    /// Takes a session over from whoever owns it, as `read` found it (its
+    /// incarnation and image version), as incarnation `read.incarnation +
+    /// 1`, with the image this node will serve and the requests of the
+    /// previous owner's engine it released. Returns the new incarnation
+    /// and the release counts.
     ///
     /// # Errors
     ///
-    /// [`DirectoryError::Raced`] if the session is at another incarnation
-    /// (`found` is `u64::MAX` if it has no record any more), or
-    /// [`DirectoryError::Redis`].
+    /// [`DirectoryError::Raced`] if the record changed since `read` (read
+    /// it again), or [`DirectoryError::Redis`].
     pub async fn take_over(
         &self,
         session: &str,
-        expected: u64,
-        image: &[u8],
-    ) -> Result<u64, DirectoryError> {
+        read: &Record,
+        save: Save<'_>,
+    ) -> Result<(u64, Vec<u64>), DirectoryError> {
+        let expected = read.incarnation;
         let next = expected.saturating_add(1);
         let mut c = self.conn.clone();
-        let out: Vec<i64> = TAKE_OVER
-            .key(rec(session))
+        let mut call = TAKE_OVER.prepare_invoke();
+        call.key(rec(session))
+            .key(applied_key(session))
+            .key(released_key(session))
             .arg(&self.node)
-            .arg(expected)
             .arg(next)
-            .arg(image)
-            .invoke_async(&mut c)
-            .await?;
+            .arg(save.image)
+            .arg(save.version)
+            .arg(expected)
+            .arg(read.version);
+        for list in [save.applied, save.bound, save.released] {
+            call.arg(list.len());
+            for item in list {
+                call.arg(item);
+            }
+        }
+        let out: Vec<i64> = call.invoke_async(&mut c).await?;
+        if let Some(counts) = counts(&out) {
+            return Ok((next, counts));
+        }
         match out.as_slice() {
-            [1] => Ok(next),
             [0, found] => Err(DirectoryError::Raced {
                 session: session.to_owned(),
                 expected,
@@ -354,33 +488,133 @@ impl Directory {
             }),
             _ => Err(DirectoryError::Malformed {
                 session: session.to_owned(),
-                what: "an answer to a takeover that is not {1} or {0, found}",
+                what: "an answer to a takeover that is neither {1, ..} nor {0, found}",
             }),
         }
     }
 
-    /// Removes a closed session's record if this node still owns it at
-    /// `incarnation` (the applied log and release counts stay, for audit).
+    /// Registers this node in `dx:nodes` (once, at start).
     ///
     /// # Errors
     ///
-    /// [`DirectoryError::Lost`] or [`DirectoryError::Redis`].
-    pub async fn remove(&self, session: &str, incarnation: u64) -> Result<(), DirectoryError> {
+    /// [`DirectoryError::Redis`].
+    pub async fn register(&self) -> Result<(), DirectoryError> {
         let mut c = self.conn.clone();
-        let removed: i64 = REMOVE
-            .key(rec(session))
-            .arg(&self.node)
-            .arg(incarnation)
-            .invoke_async(&mut c)
-            .await?;
-        if removed == 1 {
-            Ok(())
-        } else {
-            Err(DirectoryError::Lost {
-                session: session.to_owned(),
-                incarnation,
-            })
+        let _: i64 = c.sadd(NODES, &self.node).await?;
+        Ok(())
+    }
+
+    /// Every registered node.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn nodes(&self) -> Result<Vec<String>, DirectoryError> {
+        let mut c = self.conn.clone();
+        Ok(c.smembers(NODES).await?)
+    }
+
+    /// Forgets a dead node whose sessions are all adopted.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn forget(&self, node: &str) -> Result<(), DirectoryError> {
+        let mut c = self.conn.clone();
+        let _: i64 = c.srem(NODES, node).await?;
+        let _: i64 = c.del(owned_key(node)).await?;
+        Ok(())
+    }
+
+    /// Notes that this node holds `session` (the adoption hint).
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn own(&self, session: &str) -> Result<(), DirectoryError> {
+        let mut c = self.conn.clone();
+        let _: i64 = c.sadd(owned_key(&self.node), session).await?;
+        Ok(())
+    }
+
+    /// Drops the note that this node holds `session`.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn disown(&self, session: &str) -> Result<(), DirectoryError> {
+        let mut c = self.conn.clone();
+        let _: i64 = c.srem(owned_key(&self.node), session).await?;
+        Ok(())
+    }
+
+    /// The sessions `node` noted it holds.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn owned_by(&self, node: &str) -> Result<Vec<String>, DirectoryError> {
+        let mut c = self.conn.clone();
+        Ok(c.smembers(owned_key(node)).await?)
+    }
+
+    /// Over every session the directory has seen: how many engine requests
+    /// were bound, how many were never released, and how many released
+    /// more than once. A scan of the whole keyspace: for a test's end, not
+    /// for serving.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn release_tally(&self) -> Result<ReleaseTally, DirectoryError> {
+        let mut c = self.conn.clone();
+        let mut keys: Vec<String> = Vec::new();
+        {
+            let mut iter: redis::AsyncIter<'_, String> = c.scan_match("dx:*:released").await?;
+            while let Some(key) = iter.next_item().await {
+                keys.push(key?);
+            }
         }
+        let mut tally = ReleaseTally::default();
+        for key in keys {
+            let counts: Vec<(String, u64)> = c.hgetall(&key).await?;
+            for (request, n) in counts {
+                tally.bound += 1;
+                match n {
+                    0 => tally.never.push(request),
+                    1 => {}
+                    _ => tally.twice.push(request),
+                }
+            }
+        }
+        Ok(tally)
+    }
+
+    /// Sessions that still have a record.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn records(&self) -> Result<usize, DirectoryError> {
+        let mut c = self.conn.clone();
+        let mut n = 0;
+        let mut iter: redis::AsyncIter<'_, String> = c.scan_match("dx:*:rec").await?;
+        while let Some(key) = iter.next_item().await {
+            key?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Release counts of every engine request of `session` (0: bound, not
+    /// released).
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn releases(&self, session: &str) -> Result<Vec<(String, u64)>, DirectoryError> {
+        let mut c = self.conn.clone();
+        Ok(c.hgetall(released_key(session)).await?)
     }
 
     /// The applied input of a session, from entry `from`, at most `max`.

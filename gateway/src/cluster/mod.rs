@@ -7,7 +7,10 @@
 //!   nothing on disk) for tests and the local cluster command.
 
 pub mod directory;
+mod node;
 mod server;
 
-pub use directory::{Directory, DirectoryError, Record, Save};
+pub use directory::{Directory, DirectoryError, Record, ReleaseTally, Save};
+pub use node::ClusterConfig;
+pub(crate) use node::Node;
 pub use server::{RedisServer, RedisServerError};

@@ -8,19 +8,20 @@
 //! reconnects and resumes, anything still arriving on the superseded socket
 //! is refused (`generation_mismatch`) instead of racing the new one.
 
+mod opening;
+
 use std::sync::{Arc, Mutex};
 
 use duplex_core::ErrorKind;
 use duplex_core::{
     Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
-    LeaseConfig, Modes, OpenOptions,
 };
 use duplex_std::{Error, Sessions};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::auth::scoped;
+use crate::durable::{Changes, Stored};
 use crate::engine::{lock, release_held, stream_response, Active, ActiveList};
-use crate::ownership::{new_session_id, Owner};
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
 use crate::state::Shared;
 use crate::stats::{add, bump};
@@ -78,7 +79,7 @@ impl Connection {
     /// Decodes and answers one text message.
     pub(crate) async fn on_text(&mut self, text: &str) {
         let reply = match decode(text) {
-            Ok(event) => self.on_event(event),
+            Ok(event) => self.on_event(event).await,
             Err(e) => Some(self.protocol_error(&e)),
         };
         if let Some(reply) = reply {
@@ -138,30 +139,37 @@ impl Connection {
         self.refusal(kind.as_str(), e.to_string(), event_id)
     }
 
-    fn on_event(&mut self, event: ClientEvent) -> Option<ServerEvent> {
+    async fn on_event(&mut self, event: ClientEvent) -> Option<ServerEvent> {
+        if let Some(moved) = self.draining(&event) {
+            return Some(moved);
+        }
         match event {
             ClientEvent::Open {
                 session_id,
                 resume_token,
-            } => Some(self.open(session_id, resume_token)),
+            } => Some(self.open(session_id, resume_token).await),
             ClientEvent::Append {
                 event_id,
                 epoch,
                 turn,
                 audio,
-            } => Some(self.append(event_id, epoch, turn, &audio)),
-            ClientEvent::Commit { epoch, turn } => self.commit(epoch, turn),
-            ClientEvent::Cancel { epoch, turn } => Some(self.cancel(epoch, turn)),
-            ClientEvent::Close {} => Some(self.close()),
+            } => Some(self.append(event_id, epoch, turn, &audio).await),
+            ClientEvent::Commit { epoch, turn } => self.commit(epoch, turn).await,
+            ClientEvent::Cancel { epoch, turn } => Some(self.cancel(epoch, turn).await),
+            ClientEvent::Close {} => Some(self.close().await),
             ClientEvent::Audit {
                 session_id,
                 admin_token,
                 from,
                 principal,
-            } => self.not_admin(admin_token.as_deref()).or_else(|| {
-                let session = scoped(principal.as_deref(), &session_id);
-                Some(self.audit(session, from.unwrap_or(0)))
-            }),
+            } => {
+                if let Some(refusal) = self.not_admin(admin_token.as_deref()) {
+                    Some(refusal)
+                } else {
+                    let session = scoped(principal.as_deref(), &session_id);
+                    Some(self.audit(session, from.unwrap_or(0)).await)
+                }
+            }
             ClientEvent::Stats { admin_token } => {
                 self.not_admin(admin_token.as_deref()).or_else(|| {
                     Some(ServerEvent::Stats {
@@ -189,8 +197,52 @@ impl Connection {
         })
     }
 
+    /// While the node drains, a session event is answered
+    /// `session.moved`: the session is stored (or about to be) for another
+    /// node to take over.
+    fn draining(&self, event: &ClientEvent) -> Option<ServerEvent> {
+        if !self
+            .shared
+            .draining
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
+        let session_event = matches!(
+            event,
+            ClientEvent::Append { .. }
+                | ClientEvent::Commit { .. }
+                | ClientEvent::Cancel { .. }
+                | ClientEvent::Close {}
+                | ClientEvent::Open { .. }
+        );
+        if !session_event {
+            return None;
+        }
+        Some(match &self.bound {
+            Some(held) => ServerEvent::Moved {
+                session_id: held.client_id.clone(),
+            },
+            None => self.refusal(
+                "unavailable",
+                "this node is shutting down; connect to another",
+                None,
+            ),
+        })
+    }
+
     /// Why a typed operation found no open session.
     fn not_open(&self, held: &Held, event_id: Option<&str>) -> ServerEvent {
+        if self
+            .shared
+            .draining
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            // Detached by the drain between the check above and the lock.
+            return ServerEvent::Moved {
+                session_id: held.client_id.clone(),
+            };
+        }
         match self
             .shared
             .manager
@@ -210,153 +262,51 @@ impl Connection {
         }
     }
 
-    fn open(&mut self, session_id: Option<String>, resume_token: Option<String>) -> ServerEvent {
-        if let Some(held) = &self.bound {
-            return self.refusal(
-                "already_open",
-                format!(
-                    "this connection holds session {}; one session per connection",
-                    held.client_id
-                ),
-                None,
-            );
-        }
-        match resume_token {
-            Some(token) => self.resume(session_id, &token),
-            None => self.open_new(session_id),
-        }
+    /// After a change was applied locally: store it (a node of a cluster
+    /// acknowledges nothing the directory does not hold). `None` if it is
+    /// stored, else the refusal, the session being gone from here.
+    async fn stored(
+        &mut self,
+        session: &Id,
+        changes: Changes,
+        event_id: Option<&str>,
+    ) -> Option<ServerEvent> {
+        let outcome = self.shared.store(session, changes).await;
+        self.unstored(outcome, event_id)
     }
 
-    /// The one answer to a resume that is not the owner's: the same
-    /// whether the session is unknown or the token wrong, so that it tells
-    /// nothing about which ids are live or what the token should be.
-    fn resume_refused(&self) -> ServerEvent {
-        bump(&self.shared.stats.resumes_refused);
-        self.refusal(
-            "resume_refused",
-            "no session with this id accepts this resume token (a token resumes once; the session may also have closed or expired)",
-            None,
-        )
-    }
-
-    fn resume(&mut self, session_id: Option<String>, token: &str) -> ServerEvent {
-        let Some(session_id) = session_id else {
-            return self.refusal(
-                "malformed",
-                "a resume (resume_token given) needs the session_id",
-                None,
-            );
-        };
-        if <Id>::new(&session_id).is_err() {
-            return self.resume_refused();
-        }
-        let Ok(session) = Id::new(&scoped(self.principal.as_deref(), &session_id)) else {
-            return self.resume_refused();
-        };
-        let Some((fence, owner, generation)) = self
-            .shared
-            .manager
-            .with_session(&session, |s| {
-                let owner = s
-                    .as_open()
-                    .map(|o| *o.session_config())
-                    .or_else(|| s.as_detached().map(|d| *d.session_config()))?;
-                Some((s.fence().clone(), owner, s.lease_generation()))
-            })
-            .flatten()
-        else {
-            return self.resume_refused();
-        };
-        let keys = &self.shared.keys;
-        if !keys.verify(session.as_str(), &owner, generation, token) {
-            return self.resume_refused();
-        }
-        // The token is the owner's for `generation`; the core resumes only
-        // if the session is still there, under the same shard lock, so of
-        // two resumes with one token only the first wins.
-        match self.shared.manager.resume(&fence, generation) {
-            Ok(next) => {
-                bump(&self.shared.stats.resumed);
-                self.bound = Some(Held {
-                    session: session.clone(),
-                    client_id: session_id.clone(),
-                    incarnation: fence.incarnation,
-                    generation: next,
-                });
-                ServerEvent::Opened {
-                    resume_token: keys.token(session.as_str(), &owner, next),
-                    session_id,
-                    incarnation: fence.incarnation,
-                    epoch: fence.epoch,
-                    turn: fence.turn,
-                    resumed: true,
-                }
+    /// The refusal for a change that was not stored (`None` if it was).
+    fn unstored(&mut self, outcome: Stored, event_id: Option<&str>) -> Option<ServerEvent> {
+        match outcome {
+            Stored::Yes => None,
+            Stored::Lost => {
+                self.stop_responses();
+                self.bound = None;
+                Some(self.refusal(
+                    "session_moved",
+                    "another node holds this session now; resume it to continue (nothing unacknowledged was applied here)",
+                    event_id,
+                ))
             }
-            Err(_) => self.resume_refused(),
-        }
-    }
-
-    fn open_new(&mut self, session_id: Option<String>) -> ServerEvent {
-        let session_id = match session_id.map_or_else(new_session_id, Ok) {
-            Ok(id) => id,
-            Err(e) => return self.cannot_draw(&e),
-        };
-        // The client's id is checked as the client gave it; the manager
-        // knows it scoped to the principal.
-        if let Err(e) = self.id(&session_id, None) {
-            return e;
-        }
-        let session = match self.id(&scoped(self.principal.as_deref(), &session_id), None) {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
-        // Admission first (in the manager's order: an existing id, then a
-        // full gateway), so a refused open costs no secret; the permit
-        // gives its slot back if the open does not happen.
-        let permit = match self.shared.manager.admit_for(&session) {
-            Ok(permit) => permit,
-            Err(e) => return self.manager_error(&e, None),
-        };
-        let owner = match Owner::draw() {
-            Ok(owner) => owner,
-            Err(e) => return self.cannot_draw(&e),
-        };
-        match permit.open(
-            Fence::new(session.clone(), 0),
-            options(self.shared.lease, owner),
-        ) {
-            Ok(()) => {
-                bump(&self.shared.stats.opened);
-                self.bound = Some(Held {
-                    session: session.clone(),
-                    client_id: session_id.clone(),
-                    incarnation: 0,
-                    generation: 0,
-                });
-                ServerEvent::Opened {
-                    resume_token: self.shared.keys.token(session.as_str(), &owner, 0),
-                    session_id,
-                    incarnation: 0,
-                    epoch: 0,
-                    turn: 0,
-                    resumed: false,
-                }
+            Stored::Unavailable => {
+                self.stop_responses();
+                self.bound = None;
+                Some(self.refusal(
+                    "unavailable",
+                    "the session store did not answer; the change is not acknowledged: resume and send it again",
+                    event_id,
+                ))
             }
-            Err(e) => self.manager_error(&e, None),
         }
     }
 
-    /// The OS random source failed: no session id or secret can be made.
-    fn cannot_draw(&self, e: &impl std::fmt::Display) -> ServerEvent {
-        tracing::error!("open refused: {e}");
-        self.refusal(
-            "internal",
-            "the server cannot make a session id or token now",
-            None,
-        )
-    }
-
-    fn append(&mut self, event_id: String, epoch: u64, turn: u64, audio: &str) -> ServerEvent {
+    async fn append(
+        &mut self,
+        event_id: String,
+        epoch: u64,
+        turn: u64,
+        audio: &str,
+    ) -> ServerEvent {
         let ev = Some(event_id.as_str());
         let held = match self.bound(ev) {
             Ok(held) => held,
@@ -400,6 +350,17 @@ impl Connection {
             Some(Err(e)) => self.manager_error(&Error::from(e), ev),
             Some(Ok((a, duplicate))) => {
                 let _ = chunk; // the stand-in engine consumes the audio here
+                               // A duplicate is stored too: its first acknowledgement may
+                               // not have been.
+                let mut changes = Changes::default();
+                if !duplicate && self.shared.node.is_some() {
+                    changes
+                        .applied
+                        .push(format!("{epoch}:{}:{event_id}", a.seq));
+                }
+                if let Some(refusal) = self.stored(&held.session, changes, ev).await {
+                    return refusal;
+                }
                 bump(if duplicate {
                     &self.shared.stats.duplicates
                 } else {
@@ -417,7 +378,7 @@ impl Connection {
 
     /// The user's turn ended: bind the engine's response request and stream
     /// it from a task. Answers only on refusal; the response is the answer.
-    fn commit(&mut self, epoch: u64, turn: u64) -> Option<ServerEvent> {
+    async fn commit(&mut self, epoch: u64, turn: u64) -> Option<ServerEvent> {
         let held = match self.bound(None) {
             Ok(held) => held,
             Err(e) => return Some(e),
@@ -426,14 +387,11 @@ impl Connection {
             .shared
             .next_request
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let request = match self.id(&format!("r{n}"), None) {
+        let request = match self.id(&format!("r{}{n}", self.shared.request_prefix), None) {
             Ok(id) => id,
             Err(e) => return Some(e),
         };
         let fence = held.fence(epoch, turn);
-        // The active list is locked across the bind and the spawn, so the
-        // task cannot look for its entry before it is there.
-        let mut active = lock(&self.active);
         let bound = self.shared.manager.with_open(&held.session, |s, now| {
             s.check_generation(held.generation)?;
             s.bind(&fence, RESPONSE_STAGE, &request)?;
@@ -444,7 +402,21 @@ impl Connection {
             Some(Err(e)) => return Some(self.manager_error(&Error::from(e), None)),
             Some(Ok(())) => {}
         }
+        // The engine starts a request only once the directory knows it is
+        // bound: whoever takes the session over then releases it.
+        let changes = Changes {
+            bound: vec![request.as_str().to_owned()],
+            ..Changes::default()
+        };
+        if self.shared.node.is_some() {
+            if let Some(refusal) = self.stored(&held.session, changes, None).await {
+                return Some(refusal);
+            }
+        }
         bump(&self.shared.stats.requests_bound);
+        // The active list is locked across the spawn and the push, so the
+        // task cannot look for its entry before it is there.
+        let mut active = lock(&self.active);
         let task = tokio::spawn(stream_response(
             Arc::clone(&self.shared),
             held.session.clone(),
@@ -463,7 +435,7 @@ impl Connection {
 
     /// Barge-in: the epoch moves on, and every response of an older epoch
     /// this connection is streaming is cancelled and its request released.
-    fn cancel(&mut self, epoch: u64, turn: u64) -> ServerEvent {
+    async fn cancel(&mut self, epoch: u64, turn: u64) -> ServerEvent {
         let held = match self.bound(None) {
             Ok(held) => held,
             Err(e) => return e,
@@ -477,46 +449,56 @@ impl Connection {
         };
         let cancelled = held.fence(epoch, turn);
         let next = held.fence(next_epoch, turn);
-        let mut active = lock(&self.active);
-        let result = self.shared.manager.with_open(&held.session, |s, _| {
-            s.check_generation(held.generation)?;
-            let mut ids: Vec<String> = s
-                .cancel(&cancelled, &next)?
-                .iter()
-                .map(|id| id.as_str().to_owned())
-                .collect();
-            // Responses of older epochs at another position are released
-            // here, in the same lock, so each is reported once.
-            for a in active.iter().filter(|a| a.epoch < next_epoch) {
-                if release_held(s, &a.request) {
-                    ids.push(a.request.as_str().to_owned());
-                }
-            }
-            Ok::<_, CoreError>(ids)
-        });
-        match result {
-            None => self.not_open(&held, None),
-            Some(Err(e)) => self.manager_error(&Error::from(e), None),
-            Some(Ok(request_ids)) => {
-                active.retain(|a| {
-                    let cancel =
-                        a.epoch < next_epoch || request_ids.iter().any(|r| r == a.request.as_str());
-                    if cancel {
-                        a.task.abort();
+        let request_ids = {
+            let mut active = lock(&self.active);
+            let result = self.shared.manager.with_open(&held.session, |s, _| {
+                s.check_generation(held.generation)?;
+                let mut ids: Vec<String> = s
+                    .cancel(&cancelled, &next)?
+                    .iter()
+                    .map(|id| id.as_str().to_owned())
+                    .collect();
+                // Responses of older epochs at another position are
+                // released here, in the same lock, so each is reported once.
+                for a in active.iter().filter(|a| a.epoch < next_epoch) {
+                    if release_held(s, &a.request) {
+                        ids.push(a.request.as_str().to_owned());
                     }
-                    !cancel
-                });
-                add(&self.shared.stats.requests_cancelled, request_ids.len());
-                ServerEvent::Cancelled {
-                    epoch: next_epoch,
-                    turn,
-                    request_ids,
+                }
+                Ok::<_, CoreError>(ids)
+            });
+            match result {
+                None => return self.not_open(&held, None),
+                Some(Err(e)) => return self.manager_error(&Error::from(e), None),
+                Some(Ok(request_ids)) => {
+                    active.retain(|a| {
+                        let cancel = a.epoch < next_epoch
+                            || request_ids.iter().any(|r| r == a.request.as_str());
+                        if cancel {
+                            a.task.abort();
+                        }
+                        !cancel
+                    });
+                    request_ids
                 }
             }
+        };
+        add(&self.shared.stats.requests_cancelled, request_ids.len());
+        let changes = Changes {
+            released: request_ids.clone(),
+            ..Changes::default()
+        };
+        if let Some(refusal) = self.stored(&held.session, changes, None).await {
+            return refusal;
+        }
+        ServerEvent::Cancelled {
+            epoch: next_epoch,
+            turn,
+            request_ids,
         }
     }
 
-    fn close(&mut self) -> ServerEvent {
+    async fn close(&mut self) -> ServerEvent {
         let held = match self.bound(None) {
             Ok(held) => held,
             Err(e) => return e,
@@ -554,7 +536,18 @@ impl Connection {
                     .collect();
                 bump(&self.shared.stats.closed);
                 add(&self.shared.stats.requests_closed, request_ids.len());
+                let stored = self
+                    .shared
+                    .store_close(
+                        held.session.as_str(),
+                        fence.incarnation,
+                        request_ids.clone(),
+                    )
+                    .await;
                 self.bound = None;
+                if let Some(refusal) = self.unstored(stored, None) {
+                    return refusal;
+                }
                 ServerEvent::Closed {
                     session_id: held.client_id,
                     request_ids,
@@ -578,7 +571,29 @@ impl Connection {
         Some(self.refusal("forbidden", why, None))
     }
 
-    fn audit(&self, session_id: String, from: u64) -> ServerEvent {
+    async fn audit(&self, session_id: String, from: u64) -> ServerEvent {
+        if let Some(node) = &self.shared.node {
+            // A cluster's log is the directory's: what every node applied.
+            let max = AUDIT_PAGE + 1;
+            return match node.directory.applied(&session_id, from, max).await {
+                Ok(mut entries) => {
+                    let more = entries.len() > AUDIT_PAGE;
+                    entries.truncate(AUDIT_PAGE);
+                    let next = more.then(|| from + AUDIT_PAGE as u64);
+                    let applied = entries.iter().filter_map(|e| parse_applied(e)).collect();
+                    ServerEvent::Audit {
+                        applied,
+                        next,
+                        session_id,
+                    }
+                }
+                Err(e) => self.refusal(
+                    "unavailable",
+                    format!("the session store did not answer: {e}"),
+                    None,
+                ),
+            };
+        }
         match &self.shared.audit {
             Some(audit) => {
                 let (applied, next) = audit.page(&session_id, from, AUDIT_PAGE);
@@ -596,6 +611,16 @@ impl Connection {
         }
     }
 
+    /// At a cluster node's shutdown, after the drain stored every session:
+    /// tell the client where its session went.
+    pub(crate) fn moved(&self) -> Option<ServerEvent> {
+        let held = self.bound.as_ref()?;
+        self.shared.node.as_ref()?;
+        Some(ServerEvent::Moved {
+            session_id: held.client_id.clone(),
+        })
+    }
+
     /// Stops streaming this connection's responses (close, shutdown). Their
     /// requests stay in the session until the close releases them.
     pub(crate) fn stop_responses(&self) {
@@ -607,7 +632,7 @@ impl Connection {
     /// The socket went away without `session.close`: detach, unless a newer
     /// connection already holds the session. Responses being streamed run
     /// to their end and release their requests.
-    pub(crate) fn dropped(&self) {
+    pub(crate) async fn dropped(&self) {
         let Some(held) = &self.bound else { return };
         let Some(fence) = self
             .shared
@@ -623,13 +648,15 @@ impl Connection {
             .is_ok()
         {
             bump(&self.shared.stats.detached);
+            let _ = self.shared.store(&held.session, Changes::default()).await;
         }
     }
 }
 
-/// The options every gateway session opens with.
-fn options(lease: LeaseConfig, owner: Owner) -> OpenOptions<Owner> {
-    OpenOptions::new(owner, ())
-        .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
-        .lease(lease)
+/// An entry of a cluster's applied log, `epoch:seq:event_id`.
+fn parse_applied(entry: &str) -> Option<(u64, u64, String)> {
+    let mut parts = entry.splitn(3, ':');
+    let epoch = parts.next()?.parse().ok()?;
+    let seq = parts.next()?.parse().ok()?;
+    Some((epoch, seq, parts.next()?.to_owned()))
 }

@@ -1,0 +1,460 @@
+//! What a gateway that is a node of a cluster writes to the Redis
+//! directory, and when (see [`cluster`](crate::cluster) for the layout and
+//! the fencing).
+//!
+//! - **Every acknowledgement follows a store.** An append, a bind, a
+//!   release, a barge-in, a detach: the session's image and the facts of
+//!   the change (applied input, bound and released engine requests) are
+//!   written in one script before the client hears of it. A node killed
+//!   at any instant has lost nothing it acknowledged.
+//! - **When in doubt, reload.** If Redis refuses a write (another node owns
+//!   the session now) or does not answer, the local copy is dropped; the
+//!   stored state stands, and the client's next resume takes the session
+//!   over from it. So this node never acts on state the directory does not
+//!   hold.
+//! - **Requests are released once.** The engine requests a session holds
+//!   belong to the engine of the node that owns it. A takeover or an
+//!   adoption releases those of the previous owner in the same script that
+//!   moves ownership; the previous owner's later releases are refused with
+//!   the rest of its writes. The directory counts every release, and a
+//!   count above one shows in `releases_doubled`.
+
+use duplex_core::{AnySession, Fence, Id};
+use duplex_std::Sessions;
+
+use crate::cluster::{DirectoryError, Node, Record, Save};
+use crate::ownership::Owner;
+use crate::state::Shared;
+use crate::stats::{add, bump};
+
+/// The largest image of a gateway session: the core's bound for the
+/// default profile, and the owner's 16-byte nonce with its length.
+const IMAGE_MAX: usize = duplex_core::Session::<duplex_core::Open>::SNAPSHOT_MAX + 32;
+
+/// What became of a write to the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// Stored (or nothing to store: a lone gateway).
+    Yes,
+    /// Another node owns the session now (or another session has the id):
+    /// the local copy was dropped.
+    Lost,
+    /// Redis did not answer: the local copy was dropped; the stored state
+    /// stands.
+    Unavailable,
+}
+
+/// The facts of one change, beside the new image.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    pub(crate) applied: Vec<String>,
+    pub(crate) bound: Vec<String>,
+    pub(crate) released: Vec<String>,
+}
+
+impl Changes {
+    fn save<'a>(&'a self, image: &'a [u8], version: u64) -> Save<'a> {
+        Save {
+            image,
+            version,
+            applied: &self.applied,
+            bound: &self.bound,
+            released: &self.released,
+        }
+    }
+}
+
+/// Why a resume could not take a session over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TakeOver {
+    /// The session is this node's and its local copy is current: resume it
+    /// here as a lone gateway would.
+    Local,
+    /// No such session, a wrong token, or another node moved first.
+    Refused,
+    /// The gateway is full.
+    Full,
+    /// Redis did not answer.
+    Unavailable,
+}
+
+/// A restored gateway session.
+type Image = AnySession<Owner>;
+
+fn owner_of(s: &Image) -> Option<Owner> {
+    s.as_open()
+        .map(|o| *o.session_config())
+        .or_else(|| s.as_detached().map(|d| *d.session_config()))
+}
+
+impl Shared {
+    /// The session's image, incarnation and image version, all taken under
+    /// its shard lock (so a later state has a larger version).
+    fn image(&self, node: &Node, session: &Id) -> Option<(Vec<u8>, u64, u64)> {
+        self.manager
+            .with_session(session, |s| {
+                let mut buf = vec![0u8; IMAGE_MAX];
+                let len = match s.snapshot(&mut buf) {
+                    Ok(image) => image.len(),
+                    Err(e) => {
+                        tracing::error!(%session, "cannot take the session's image: {e}");
+                        return None;
+                    }
+                };
+                buf.truncate(len);
+                Some((buf, s.fence().incarnation, node.next_version()))
+            })
+            .flatten()
+    }
+
+    /// Forgets the local copy of a session the directory no longer lets
+    /// this node write (its requests are the new owner's to release).
+    pub(crate) fn drop_local(&self, session: &Id) {
+        // The exported session is dropped here: its requests are not
+        // released by this node.
+        let _ = self.manager.export(session.as_str());
+    }
+
+    fn count_releases(&self, released: &[String], counts: &[u64]) {
+        for (request, &n) in released.iter().zip(counts) {
+            if n != 1 {
+                bump(&self.stats.releases_doubled);
+                tracing::error!(%request, times = n, "an engine request was released more than once");
+            }
+        }
+    }
+
+    fn failed(&self, session: &Id, e: &DirectoryError) -> Stored {
+        self.drop_local(session);
+        if let DirectoryError::Lost { .. } = e {
+            bump(&self.stats.moved_away);
+            tracing::debug!(%session, "moved to another node: {e}");
+            Stored::Lost
+        } else {
+            bump(&self.stats.store_failed);
+            tracing::warn!(%session, "not stored: {e}");
+            Stored::Unavailable
+        }
+    }
+
+    /// Stores the session's state with the facts of a change. A lone
+    /// gateway has nothing to store.
+    pub(crate) async fn store(&self, session: &Id, changes: Changes) -> Stored {
+        let Some(node) = &self.node else {
+            return Stored::Yes;
+        };
+        let Some((image, inc, version)) = self.image(node, session) else {
+            return Stored::Lost;
+        };
+        match node
+            .directory
+            .save(session.as_str(), inc, changes.save(&image, version))
+            .await
+        {
+            Ok(counts) => {
+                self.count_releases(&changes.released, &counts);
+                Stored::Yes
+            }
+            Err(e) => self.failed(session, &e),
+        }
+    }
+
+    /// Records a session just opened here as this node's. `Lost` if the id
+    /// already has a record (a live session on another node).
+    pub(crate) async fn store_new(&self, session: &Id) -> Stored {
+        let Some(node) = &self.node else {
+            return Stored::Yes;
+        };
+        let Some((image, inc, version)) = self.image(node, session) else {
+            return Stored::Lost;
+        };
+        let save = Save {
+            image: &image,
+            version,
+            ..Save::default()
+        };
+        match node.directory.create(session.as_str(), inc, save).await {
+            Ok(true) => {
+                if let Err(e) = node.directory.own(session.as_str()).await {
+                    tracing::warn!(%session, "adoption hint not stored: {e}");
+                }
+                Stored::Yes
+            }
+            Ok(false) => {
+                self.drop_local(session);
+                Stored::Lost
+            }
+            Err(e) => self.failed(session, &e),
+        }
+    }
+
+    /// A session closed here (by its client, by expiry, at shutdown): its
+    /// record goes, with the requests the close released. Retried while
+    /// Redis does not answer, so the record is not left behind.
+    pub(crate) async fn store_close(
+        &self,
+        session: &str,
+        incarnation: u64,
+        released: Vec<String>,
+    ) -> Stored {
+        let Some(node) = &self.node else {
+            return Stored::Yes;
+        };
+        let changes = Changes {
+            released,
+            ..Changes::default()
+        };
+        let mut wait = std::time::Duration::from_millis(50);
+        for _ in 0..6 {
+            match node
+                .directory
+                .close(session, incarnation, changes.save(&[], 0))
+                .await
+            {
+                Ok(counts) => {
+                    self.count_releases(&changes.released, &counts);
+                    if let Err(e) = node.directory.disown(session).await {
+                        tracing::warn!(%session, "adoption hint not removed: {e}");
+                    }
+                    return Stored::Yes;
+                }
+                Err(DirectoryError::Lost { .. }) => return Stored::Lost,
+                Err(e) => {
+                    tracing::warn!(%session, "close not stored yet, retrying in {wait:?}: {e}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+            }
+        }
+        bump(&self.stats.store_failed);
+        Stored::Unavailable
+    }
+
+    /// A resume of a session whose current state is in the directory:
+    /// unless this node holds it at its stored incarnation, restore the
+    /// image, check the client's token against it, take the session over
+    /// (one more incarnation, compare-and-set on the stored one), release
+    /// the previous owner's engine requests, and resume. The fence, owner
+    /// and new lease generation.
+    pub(crate) async fn take_over(
+        &self,
+        session: &Id,
+        token: &str,
+    ) -> Result<(Fence, Owner, u64), TakeOver> {
+        let Some(node) = &self.node else {
+            return Err(TakeOver::Local);
+        };
+        // A race (another node moved first, or the owner stored a change
+        // after the read) means: read again. A few rounds settle it.
+        for _ in 0..4 {
+            let record = match node.directory.load(session.as_str()).await {
+                Ok(Some(record)) => record,
+                Ok(None) => return Err(TakeOver::Refused),
+                Err(e) => {
+                    tracing::warn!(%session, "cannot read the directory: {e}");
+                    return Err(TakeOver::Unavailable);
+                }
+            };
+            let local = self
+                .manager
+                .with_session(session, |s| s.fence().incarnation);
+            if record.node == node.directory.node() && local == Some(record.incarnation) {
+                return Err(TakeOver::Local);
+            }
+            if local.is_some() {
+                self.drop_local(session);
+            }
+            let restored = match Image::restore_with_capacities(&record.image) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(%session, "stored image refused: {e}");
+                    return Err(TakeOver::Refused);
+                }
+            };
+            let Some(owner) = owner_of(&restored) else {
+                return Err(TakeOver::Refused);
+            };
+            let generation = restored.lease_generation();
+            if restored.id() != session
+                || !self
+                    .keys
+                    .verify(session.as_str(), &owner, generation, token)
+            {
+                return Err(TakeOver::Refused);
+            }
+            let fence = match self
+                .manager
+                .import(restored, record.incarnation.saturating_add(1))
+            {
+                Ok(fence) => fence,
+                Err(refused)
+                    if refused.error.kind() == duplex_core::ErrorKind::CapacityExhausted =>
+                {
+                    return Err(TakeOver::Full)
+                }
+                Err(_) => return Err(TakeOver::Refused),
+            };
+            let released = self.release_previous(session);
+            let Ok(next) = self.manager.resume(&fence, generation) else {
+                self.drop_local(session);
+                return Err(TakeOver::Refused);
+            };
+            match self.claim(node, session, &record, released).await {
+                Ok(()) => {
+                    bump(&self.stats.taken_over);
+                    return Ok((fence, owner, next));
+                }
+                Err(Stored::Lost) => {}
+                Err(Stored::Unavailable | Stored::Yes) => return Err(TakeOver::Unavailable),
+            }
+        }
+        Err(TakeOver::Refused)
+    }
+
+    /// Releases every engine request the session holds (they were the
+    /// previous owner's engine's); their ids.
+    fn release_previous(&self, session: &Id) -> Vec<String> {
+        let ids: Vec<String> = self
+            .manager
+            .update(session, AnySession::release_all)
+            .map(|ids| ids.iter().map(|id| id.as_str().to_owned()).collect())
+            .unwrap_or_default();
+        add(&self.stats.requests_taken_over, ids.len());
+        ids
+    }
+
+    /// Moves the directory's record of `session`, as `read` found it, to
+    /// the local copy's incarnation, with the local image and the released
+    /// requests; drops the local copy if the record changed since.
+    async fn claim(
+        &self,
+        node: &Node,
+        session: &Id,
+        read: &Record,
+        released: Vec<String>,
+    ) -> Result<(), Stored> {
+        let Some((image, _, version)) = self.image(node, session) else {
+            return Err(Stored::Lost);
+        };
+        let changes = Changes {
+            released,
+            ..Changes::default()
+        };
+        match node
+            .directory
+            .take_over(session.as_str(), read, changes.save(&image, version))
+            .await
+        {
+            Ok((_, counts)) => {
+                self.count_releases(&changes.released, &counts);
+                if let Err(e) = node.directory.own(session.as_str()).await {
+                    tracing::warn!(%session, "adoption hint not stored: {e}");
+                }
+                Ok(())
+            }
+            Err(DirectoryError::Raced { .. }) => {
+                self.drop_local(session);
+                Err(Stored::Lost)
+            }
+            Err(e) => Err(self.failed(session, &e)),
+        }
+    }
+
+    /// Adopts the sessions of nodes that stopped announcing themselves:
+    /// each becomes this node's, detached, with its previous engine's
+    /// requests released; it expires here after the grace unless its
+    /// client resumes (here, or anywhere: a takeover moves it on).
+    pub(crate) async fn adopt_dead(&self) {
+        let Some(node) = &self.node else { return };
+        let Ok(nodes) = node.directory.nodes().await else {
+            return;
+        };
+        for dead in nodes {
+            if dead == node.directory.node() || node.directory.is_live(&dead).await.unwrap_or(true)
+            {
+                continue;
+            }
+            let Ok(sessions) = node.directory.owned_by(&dead).await else {
+                continue;
+            };
+            let mut done = true;
+            for session in sessions {
+                if let Err(e) = self.adopt(node, &dead, &session).await {
+                    tracing::warn!(%session, "adoption from {dead} not finished: {e}");
+                    done = false;
+                }
+            }
+            if done {
+                if let Err(e) = node.directory.forget(&dead).await {
+                    tracing::warn!("cannot forget dead node {dead}: {e}");
+                }
+            }
+        }
+    }
+
+    async fn adopt(&self, node: &Node, dead: &str, session: &str) -> Result<(), DirectoryError> {
+        let Some(record) = node.directory.load(session).await? else {
+            return Ok(());
+        };
+        if record.node != dead {
+            return Ok(()); // closed or taken over meanwhile
+        }
+        let Ok(id) = Id::new(session) else {
+            return Ok(());
+        };
+        if self.manager.with_session(&id, |_| ()).is_some() {
+            return Ok(()); // a copy here is being taken over by a resume
+        }
+        let restored = match Image::restore_with_capacities(&record.image) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(%session, "stored image refused, not adopted: {e}");
+                return Ok(());
+            }
+        };
+        let Ok(fence) = self
+            .manager
+            .import(restored, record.incarnation.saturating_add(1))
+        else {
+            return Ok(()); // full here: another node adopts it
+        };
+        let released = self.release_previous(&id);
+        // Its client is not connected here: the grace starts now.
+        let _ = self.manager.detach(&fence);
+        if self.claim(node, &id, &record, released).await.is_ok() {
+            bump(&self.stats.adopted);
+        }
+        Ok(())
+    }
+
+    /// Hands every session off at shutdown: its engine requests released
+    /// (this engine stops), detached, stored; then this node stops
+    /// announcing itself, so the others adopt what no client resumes.
+    pub(crate) async fn drain(&self) {
+        let Some(node) = &self.node else { return };
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        for id in self.manager.session_ids() {
+            let released: Vec<String> = self
+                .manager
+                .update(&id, AnySession::release_all)
+                .map(|ids| ids.iter().map(|r| r.as_str().to_owned()).collect())
+                .unwrap_or_default();
+            if let Some(fence) = self.manager.with_session(&id, |s| s.fence().clone()) {
+                let _ = self.manager.detach(&fence);
+            }
+            let n = released.len();
+            let changes = Changes {
+                released,
+                ..Changes::default()
+            };
+            if self.store(&id, changes).await == Stored::Yes {
+                bump(&self.stats.drained);
+                add(&self.stats.requests_closed, n);
+            }
+        }
+        if let Err(e) = node.directory.leave().await {
+            tracing::warn!("cannot withdraw the liveness key: {e}");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Gateway nodes sharing sessions through Redis (a real `redis-server`
+//! from PATH; skipped with a message when there is none, unless
+//! `DUPLEX_REQUIRE_REDIS=1`, which CI sets). Node kills under load are the
+//! `duplex-cluster` command's; these are the protocol's steps one by one.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{chunk, connect, kind, reply, send, Ws, ADMIN};
+use duplex_gateway::cluster::{ClusterConfig, Directory, RedisServer};
+use duplex_gateway::protocol::ServerEvent;
+use duplex_gateway::{Config, Gateway};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+fn redis() -> Option<RedisServer> {
+    if !RedisServer::available() {
+        assert!(
+            std::env::var_os("DUPLEX_REQUIRE_REDIS").is_none(),
+            "DUPLEX_REQUIRE_REDIS is set but redis-server is not on PATH"
+        );
+        eprintln!("skipped: redis-server is not on PATH (apt-get install redis-server)");
+        return None;
+    }
+    Some(RedisServer::start().expect("redis-server starts"))
+}
+
+struct Node {
+    url: String,
+    stop: oneshot::Sender<()>,
+    served: JoinHandle<duplex_gateway::stats::Counters>,
+}
+
+/// A node whose responses stream slowly, so a request is in flight when
+/// the session moves.
+async fn node(redis: &RedisServer, name: &str) -> Node {
+    let config = Config {
+        admin_token: Some(ADMIN.into()),
+        resume_key: Some(vec![42; 32]),
+        grace: Duration::from_secs(5),
+        deltas: 1_000,
+        delta_interval: Duration::from_millis(50),
+        ..Config::default()
+    };
+    let gw = Gateway::join(config, ClusterConfig::new(redis.url(), name))
+        .await
+        .expect("joins");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(Arc::clone(&gw).serve(listener, async {
+        let _ = stopped.await;
+    }));
+    Node { url, stop, served }
+}
+
+async fn open(ws: &mut Ws, id: &str) -> String {
+    send(ws, json!({"type": "session.open", "session_id": id})).await;
+    match reply(ws).await {
+        ServerEvent::Opened { resume_token, .. } => resume_token,
+        other => panic!("expected session.opened, got {other:?}"),
+    }
+}
+
+async fn appended(ws: &mut Ws, event_id: &str, epoch: u64) -> (u64, bool) {
+    send(ws, chunk(event_id, epoch, 0)).await;
+    match reply(ws).await {
+        ServerEvent::Appended { seq, duplicate, .. } => (seq, duplicate),
+        other => panic!("expected input.appended for {event_id}, got {other:?}"),
+    }
+}
+
+/// The request a commit bound, from its first delta.
+async fn committed(ws: &mut Ws) -> String {
+    send(ws, json!({"type": "input.commit", "epoch": 0, "turn": 0})).await;
+    loop {
+        if let ServerEvent::Delta { request_id, .. } = common::next(ws).await {
+            return request_id;
+        }
+    }
+}
+
+async fn releases(redis: &RedisServer, session: &str) -> Vec<(String, u64)> {
+    let d = Directory::connect(&redis.url(), "test").await.unwrap();
+    let mut r = d.releases(session).await.unwrap();
+    r.sort();
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
+    let Some(redis) = redis() else { return };
+    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+
+    let mut on_a = connect(&a.url).await;
+    let token = open(&mut on_a, "call-1").await;
+    assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
+    assert_eq!(appended(&mut on_a, "e2", 0).await, (2, false));
+    let request = committed(&mut on_a).await;
+    assert_eq!(
+        releases(&redis, "call-1").await,
+        [(request.clone(), 0)],
+        "bound, in flight"
+    );
+
+    // The client reaches B (its link to A is still up): B takes the
+    // session over and releases the request A's engine was streaming.
+    let mut on_b = connect(&b.url).await;
+    send(
+        &mut on_b,
+        json!({"type": "session.open", "session_id": "call-1", "resume_token": token}),
+    )
+    .await;
+    match reply(&mut on_b).await {
+        ServerEvent::Opened {
+            resumed: true,
+            incarnation: 1,
+            epoch: 0,
+            turn: 0,
+            ..
+        } => {}
+        other => panic!("expected a resume on b, got {other:?}"),
+    }
+    assert_eq!(releases(&redis, "call-1").await, [(request, 1)]);
+
+    // A retransmission is recognised on B; new input continues the sequence.
+    assert_eq!(appended(&mut on_b, "e2", 0).await, (2, true));
+    send(&mut on_b, chunk("e3", 0, 1)).await;
+    assert!(matches!(
+        reply(&mut on_b).await,
+        ServerEvent::Appended { seq: 3, .. }
+    ));
+
+    // A's writes are refused by the directory: nothing more lands from A.
+    send(&mut on_a, chunk("e4", 0, 1)).await;
+    let refused = reply(&mut on_a).await;
+    assert!(
+        ["session_moved", "generation_mismatch"].contains(&kind(&refused)),
+        "{refused:?}"
+    );
+
+    // Every node reads the same log.
+    let mut admin = connect(&a.url).await;
+    send(
+        &mut admin,
+        json!({"type": "session.audit", "session_id": "call-1", "admin_token": ADMIN}),
+    )
+    .await;
+    match reply(&mut admin).await {
+        ServerEvent::Audit {
+            applied,
+            next: None,
+            ..
+        } => {
+            let ids: Vec<&str> = applied.iter().map(|(_, _, e)| e.as_str()).collect();
+            assert_eq!(ids, ["e1", "e2", "e3"]);
+        }
+        other => panic!("expected session.audit, got {other:?}"),
+    }
+
+    send(&mut on_b, json!({"type": "session.close"})).await;
+    assert!(matches!(reply(&mut on_b).await, ServerEvent::Closed { .. }));
+    let d = Directory::connect(&redis.url(), "test").await.unwrap();
+    assert!(
+        d.load("call-1").await.unwrap().is_none(),
+        "a closed session leaves the directory"
+    );
+    assert!(d.release_tally().await.unwrap().exactly_once());
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        let _ = n.served.await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_live_on_one_node_cannot_be_opened_on_another() {
+    let Some(redis) = redis() else { return };
+    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+    let mut on_a = connect(&a.url).await;
+    open(&mut on_a, "taken").await;
+    let mut on_b = connect(&b.url).await;
+    send(
+        &mut on_b,
+        json!({"type": "session.open", "session_id": "taken"}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut on_b).await), "session_exists");
+    // The refused open left B nothing to serve under that id.
+    send(&mut on_b, chunk("x", 0, 0)).await;
+    assert_eq!(kind(&reply(&mut on_b).await), "no_session");
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        let _ = n.served.await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_node_hands_its_sessions_off() {
+    let Some(redis) = redis() else { return };
+    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+    let mut on_a = connect(&a.url).await;
+    let token = open(&mut on_a, "call-2").await;
+    assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
+    let request = committed(&mut on_a).await;
+
+    // SIGTERM's path: the node stores its sessions, releases its engine's
+    // requests and tells its clients where their sessions went.
+    let _ = a.stop.send(());
+    loop {
+        match common::next(&mut on_a).await {
+            ServerEvent::Moved { session_id } => {
+                assert_eq!(session_id, "call-2");
+                break;
+            }
+            ServerEvent::Delta { .. } | ServerEvent::Done { .. } => {}
+            other => panic!("expected session.moved, got {other:?}"),
+        }
+    }
+    let counters = a.served.await.unwrap();
+    assert_eq!(counters.drained, 1);
+    assert_eq!(releases(&redis, "call-2").await, [(request, 1)]);
+
+    let mut on_b = connect(&b.url).await;
+    send(
+        &mut on_b,
+        json!({"type": "session.open", "session_id": "call-2", "resume_token": token}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut on_b).await,
+        ServerEvent::Opened { resumed: true, .. }
+    ));
+    assert_eq!(appended(&mut on_b, "e1", 0).await, (1, true));
+    assert_eq!(appended(&mut on_b, "e2", 0).await, (2, false));
+    let _ = b.stop.send(());
+    let _ = b.served.await;
+}
