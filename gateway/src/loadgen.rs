@@ -37,6 +37,10 @@ use client::{Client, Identity, Tally};
 pub struct Config {
     /// The gateway, `ws://HOST:PORT`; the host must resolve to loopback.
     pub url: String,
+    /// Further gateways, nodes of one cluster with `url`: each client's
+    /// connects go round all of them, and a client whose node dies or
+    /// hands its session off resumes on the next one.
+    pub urls: Vec<String>,
     /// Concurrent clients.
     pub clients: usize,
     /// How long the clients stream (the reconciliation comes after).
@@ -63,6 +67,7 @@ impl Config {
     pub fn new(url: impl Into<String>, clients: usize, duration: Duration) -> Self {
         Config {
             url: url.into(),
+            urls: Vec::new(),
             clients,
             duration,
             chunk_interval: Duration::from_millis(10),
@@ -100,6 +105,9 @@ pub struct Report {
     pub stale_refused: u64,
     /// Reconnections after an abrupt close.
     pub reconnects: u64,
+    /// Resumes on another node after a connection broke (a node killed or
+    /// draining).
+    pub failovers: u64,
     /// Sessions found expired on reconnect (or while idle).
     pub expired: u64,
     /// Acknowledged chunks missing from the server's log.
@@ -182,8 +190,8 @@ impl Report {
     /// The other counts, for the line before the last.
     pub fn detail(&self) -> String {
         format!(
-            "loadgen: sessions={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
-            self.sessions, self.resumes_refused, self.garbage_refused, self.responses,
+            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
+            self.sessions, self.failovers, self.resumes_refused, self.garbage_refused, self.responses,
             self.barge_ins, self.unexpected
         )
     }
@@ -268,7 +276,11 @@ pub async fn loopback(url: &str) -> Result<SocketAddr, LoadError> {
 ///
 /// [`LoadError`] if the URL is not a loopback WebSocket address.
 pub async fn run(config: Config) -> Result<Report, LoadError> {
-    let addr = loopback(&config.url).await?;
+    let mut addrs = vec![loopback(&config.url).await?];
+    for url in &config.urls {
+        addrs.push(loopback(url).await?);
+    }
+    let addrs: Arc<[std::net::SocketAddr]> = addrs.into();
     let config = Arc::new(config);
     let deadline = tokio::time::Instant::now() + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
@@ -277,7 +289,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
             Some(secret) => Some(identity(secret, idx, config.duration)?),
             None => None,
         };
-        let client = Client::new(idx, addr, Arc::clone(&config), identity);
+        let client = Client::new(idx, Arc::clone(&addrs), Arc::clone(&config), identity);
         tasks.spawn(client.run(deadline));
     }
     let mut tally = Tally::default();
@@ -310,6 +322,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         duplicates: tally.duplicates,
         stale_refused: tally.stale_refused,
         reconnects: tally.reconnects,
+        failovers: tally.failovers,
         expired: tally.expired,
         lost: tally.lost,
         doubled: tally.doubled,

@@ -15,9 +15,11 @@ use duplex_gateway::loadgen::{run, Config};
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// The gateway: ws://HOST:PORT on this machine.
+    /// The gateway: ws://HOST:PORT on this machine. Give it several times
+    /// for the nodes of one cluster: clients go round them, and resume on
+    /// the next when their node dies or hands their session off.
     #[arg(long, default_value = "ws://127.0.0.1:8787")]
-    url: String,
+    url: Vec<String>,
     /// Concurrent clients.
     #[arg(long, default_value_t = 100)]
     clients: usize,
@@ -60,8 +62,10 @@ async fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    let mut urls = args.url.into_iter();
     let config = Config {
-        url: args.url,
+        url: urls.next().unwrap_or_default(),
+        urls: urls.collect(),
         clients: args.clients,
         duration: Duration::from_secs(args.duration_s),
         chunk_interval: Duration::from_millis(args.chunk_ms.max(1)),

@@ -1,6 +1,8 @@
 //! One load-generator client: a WebSocket connection, the session it holds,
 //! its ledger of acknowledged chunks, and the faults it injects.
 
+mod reconcile;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +24,9 @@ use crate::protocol::{encode_audio, ServerEvent, MAX_MESSAGE, READ_BUFFER};
 /// How long a client waits for a reply before it counts the connection as
 /// broken.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client with several gateways keeps trying to reach one.
+const FAILOVER_WAIT: Duration = Duration::from_secs(15);
 
 /// The most chunks retransmitted after a reconnect: within the server's
 /// completed-append cache (8), so every applied one is recognised.
@@ -81,6 +86,7 @@ pub(super) struct Tally {
     pub(super) duplicates: u64,
     pub(super) stale_refused: u64,
     pub(super) reconnects: u64,
+    pub(super) failovers: u64,
     pub(super) expired: u64,
     pub(super) lost: u64,
     pub(super) doubled: u64,
@@ -102,6 +108,7 @@ impl Tally {
         self.duplicates += o.duplicates;
         self.stale_refused += o.stale_refused;
         self.reconnects += o.reconnects;
+        self.failovers += o.failovers;
         self.expired += o.expired;
         self.lost += o.lost;
         self.doubled += o.doubled;
@@ -157,7 +164,13 @@ struct Ack {
 
 pub(super) struct Client {
     idx: usize,
-    addr: SocketAddr,
+    /// The gateways (nodes of one cluster, or one gateway); each connect
+    /// goes to the next, so sessions move between nodes.
+    addrs: Arc<[SocketAddr]>,
+    at: usize,
+    /// The connection broke while a session was held: the next step
+    /// resumes it (on the next node) and retransmits.
+    broken: bool,
     config: Arc<Config>,
     identity: Option<Identity>,
     rng: ChaCha8Rng,
@@ -176,7 +189,7 @@ pub(super) struct Client {
 impl Client {
     pub(super) fn new(
         idx: usize,
-        addr: SocketAddr,
+        addrs: Arc<[SocketAddr]>,
         config: Arc<Config>,
         identity: Option<Identity>,
     ) -> Self {
@@ -185,7 +198,9 @@ impl Client {
         );
         Client {
             idx,
-            addr,
+            at: idx,
+            addrs,
+            broken: false,
             config,
             identity,
             rng,
@@ -231,6 +246,7 @@ impl Client {
             if let Err(Gone) = self.step(deadline).await {
                 tracing::debug!(client = self.idx, "connection lost; reconnecting");
                 self.ws = None;
+                self.broken = self.held.is_some();
             }
         }
         if let Err(why) = self.finish().await {
@@ -248,6 +264,13 @@ impl Client {
         }
         if self.held.is_none() {
             return self.open_new().await;
+        }
+        if self.broken {
+            // A node died or handed the session off: resume elsewhere and
+            // send the unacknowledged chunks again.
+            self.broken = false;
+            self.tally.failovers += 1;
+            return self.resume(true).await;
         }
         if self.chance(P_DROP) {
             self.ws = None; // abrupt close: no close frame
@@ -277,10 +300,27 @@ impl Client {
         Ok(())
     }
 
+    /// Connects to the next gateway that accepts; with several, tries
+    /// each in turn for up to [`FAILOVER_WAIT`] (a killed node restarts).
     async fn connect(&mut self) -> Result<(), Gone> {
-        let tcp = TcpStream::connect(self.addr).await.map_err(|_| Gone)?;
+        let give_up = Instant::now() + FAILOVER_WAIT;
+        loop {
+            self.at = (self.at + 1) % self.addrs.len().max(1);
+            let addr = *self.addrs.get(self.at).ok_or(Gone)?;
+            match self.connect_to(addr).await {
+                Ok(()) => return Ok(()),
+                Err(Gone) if self.addrs.len() > 1 && Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(Gone) => return Err(Gone),
+            }
+        }
+    }
+
+    async fn connect_to(&mut self, addr: SocketAddr) -> Result<(), Gone> {
+        let tcp = TcpStream::connect(addr).await.map_err(|_| Gone)?;
         let _ = tcp.set_nodelay(true);
-        let mut request = format!("ws://{}/", self.addr)
+        let mut request = format!("ws://{addr}/")
             .into_client_request()
             .map_err(|_| Gone)?;
         if let Some(identity) = &self.identity {
@@ -330,6 +370,14 @@ impl Client {
             match event {
                 ServerEvent::Delta { .. } => {}
                 ServerEvent::Done { .. } => self.tally.responses += 1,
+                // The node hands the session off, or lost it to another:
+                // resume elsewhere.
+                ServerEvent::Moved { .. } => return Err(Gone),
+                ServerEvent::Error { kind, .. }
+                    if kind == "session_moved" || kind == "unavailable" =>
+                {
+                    return Err(Gone)
+                }
                 other => return Ok(other),
             }
         }
@@ -589,82 +637,6 @@ impl Client {
         match self.reply().await? {
             ServerEvent::Error { kind: got, .. } if got == kind => self.tally.garbage_refused += 1,
             other => self.unexpected(kind, &other),
-        }
-        Ok(())
-    }
-
-    /// Closes the session and reconciles the ledger with the server's log
-    /// of every session this client used.
-    async fn finish(&mut self) -> Result<(), Unreconciled> {
-        if self.ws.is_none() {
-            self.connect().await?;
-            if self.held.is_some() {
-                self.resume(false).await?;
-            }
-        }
-        if self.held.is_some() {
-            self.send_json(serde_json::json!({"type": "session.close"}))
-                .await?;
-            match self.reply().await? {
-                ServerEvent::Closed { .. } => {}
-                ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
-                    self.tally.expired += 1
-                }
-                other => self.unexpected("session.close", &other),
-            }
-            self.held = None;
-        }
-        let mut applied: HashMap<String, Vec<Ack>> = HashMap::new();
-        for session in self.sessions.clone() {
-            let mut from = Some(0);
-            while let Some(at) = from {
-                let principal = self.identity.as_ref().map(|i| i.principal.clone());
-                self.send_json(serde_json::json!({"type": "session.audit", "session_id": session, "admin_token": self.config.admin_token, "from": at, "principal": principal}))
-                    .await?;
-                match self.reply().await? {
-                    ServerEvent::Audit {
-                        applied: log, next, ..
-                    } => {
-                        for (epoch, seq, event_id) in log {
-                            applied.entry(event_id).or_default().push(Ack {
-                                session: session.clone(),
-                                epoch,
-                                seq,
-                            });
-                        }
-                        from = next;
-                    }
-                    ServerEvent::Error { kind, message, .. } => {
-                        return Err(Unreconciled::Refused(format!("{kind}: {message}")));
-                    }
-                    other => {
-                        self.unexpected("session.audit", &other);
-                        return Err(Unreconciled::Refused(format!("{other:?}")));
-                    }
-                }
-            }
-        }
-        for (event_id, times) in &applied {
-            if times.len() > 1 {
-                tracing::warn!(
-                    client = self.idx,
-                    "{event_id} applied {} times: {times:?}",
-                    times.len()
-                );
-                self.tally.doubled += times.len() as u64 - 1;
-            }
-        }
-        for (event_id, ack) in &self.ledger {
-            if !applied.get(event_id).is_some_and(|t| t.contains(ack)) {
-                tracing::warn!(
-                    client = self.idx,
-                    "{event_id} acknowledged as {ack:?}, not in the log"
-                );
-                self.tally.lost += 1;
-            }
-        }
-        if let Some(mut ws) = self.ws.take() {
-            let _ = ws.close(None).await;
         }
         Ok(())
     }

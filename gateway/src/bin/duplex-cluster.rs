@@ -1,0 +1,313 @@
+//! `duplex-cluster`: a local cluster under load, with faults. Starts
+//! `redis-server` from PATH on a free port (in memory, nothing on disk),
+//! N `duplex-gateway` nodes sharing it, and the load generator against all
+//! of them; kills a random node with SIGKILL every `--kill-every-s` seconds
+//! and drains one with SIGTERM every `--drain-every-s`, restarting each.
+//! Then it waits for every session left behind to be closed or to expire,
+//! and counts every engine request's releases in the directory.
+//!
+//! Prints the load generator's lines, then `cluster: nodes=N kills=K
+//! drains=D released_once=true|false`, and exits 1 unless `lost=0
+//! doubled=0 unreconciled=0`, no reply was unexpected, and every engine
+//! request was released exactly once.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use duplex_gateway::cluster::{Directory, RedisServer};
+use duplex_gateway::loadgen;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+/// A local cluster of gateway nodes over one Redis, under load, with node
+/// kills and drains.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Gateway nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Load-generator clients.
+    #[arg(long, default_value_t = 300)]
+    clients: usize,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 30)]
+    duration_s: u64,
+    /// Kill a random node with SIGKILL this often, then restart it (0:
+    /// never).
+    #[arg(long, default_value_t = 10)]
+    kill_every_s: u64,
+    /// Drain a random node with SIGTERM this often, then restart it (0:
+    /// never).
+    #[arg(long, default_value_t = 15)]
+    drain_every_s: u64,
+    /// Milliseconds between a client's 20 ms chunks.
+    #[arg(long, default_value_t = 20)]
+    chunk_ms: u64,
+    /// The nodes' disconnect grace, seconds.
+    #[arg(long, default_value_t = 2)]
+    grace_s: u64,
+    /// Seed of the clients' and the faults' random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Directory for the nodes' logs (default: a fresh one under the
+    /// system's temporary directory).
+    #[arg(long)]
+    logs: Option<PathBuf>,
+}
+
+/// A running node.
+struct Node {
+    index: usize,
+    port: u16,
+    child: Child,
+}
+
+/// Everything the nodes are started with.
+struct Setup {
+    gateway: PathBuf,
+    redis_url: String,
+    grace_s: u64,
+    admin_token: String,
+    resume_key: String,
+    logs: PathBuf,
+    starts: usize,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// A secret of `bytes` random bytes from the OS, as hex.
+fn secret(bytes: usize) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let mut raw = vec![0u8; bytes];
+    getrandom::fill(&mut raw).map_err(|e| format!("the OS random source failed: {e}"))?;
+    Ok(raw.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    }))
+}
+
+impl Setup {
+    /// Starts node `index` on `port` and waits until it listens.
+    fn start(&mut self, index: usize, port: u16) -> Result<Node, String> {
+        self.starts += 1;
+        let log = self.logs.join(format!("node{index}.{}.log", self.starts));
+        let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = file.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(&self.gateway)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--redis", &self.redis_url, "--node", &format!("n{index}")])
+            .args([
+                "--grace-s",
+                &self.grace_s.to_string(),
+                "--liveness-ttl-s",
+                "1",
+            ])
+            .args([
+                "--max-connections-per-ip",
+                "100000",
+                "--max-connections",
+                "100000",
+            ])
+            .env("DUPLEX_ADMIN_TOKEN", &self.admin_token)
+            .env("DUPLEX_RESUME_KEY", &self.resume_key)
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.gateway.display()))?;
+        let mut node = Node { index, port, child };
+        for _ in 0..200 {
+            if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                return Ok(node);
+            }
+            if let Ok(Some(status)) = node.child.try_wait() {
+                return Err(format!(
+                    "node {index} exited with {status}; see {}",
+                    log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = node.child.kill();
+        Err(format!(
+            "node {index} is not listening on {port}; see {}",
+            log.display()
+        ))
+    }
+}
+
+/// SIGTERM, then up to 10 s for the drain, then SIGKILL.
+async fn drain(node: &mut Node) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status();
+    for _ in 0..200 {
+        if let Ok(Some(_)) = node.child.try_wait() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!(
+        "duplex-cluster: node {} did not drain within 10 s; killing it",
+        node.index
+    );
+    let _ = node.child.kill();
+    let _ = node.child.wait();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(&args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("duplex-cluster: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: &Args) -> Result<bool, String> {
+    if args.nodes == 0 {
+        return Err("--nodes must be at least 1".into());
+    }
+    let redis = RedisServer::start().map_err(|e| e.to_string())?;
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let logs = match &args.logs {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("duplex-cluster-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let gateway = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .with_file_name("duplex-gateway");
+    let mut setup = Setup {
+        gateway,
+        redis_url: redis.url(),
+        grace_s: args.grace_s,
+        admin_token: secret(16)?,
+        resume_key: secret(32)?,
+        logs,
+        starts: 0,
+    };
+    let mut nodes = Vec::with_capacity(args.nodes);
+    for index in 0..args.nodes {
+        let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+        nodes.push(setup.start(index, port)?);
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("ws://127.0.0.1:{}", n.port))
+        .collect();
+    let config = loadgen::Config {
+        url: urls[0].clone(),
+        urls: urls[1..].to_vec(),
+        chunk_interval: Duration::from_millis(args.chunk_ms.max(1)),
+        grace: Duration::from_secs(args.grace_s),
+        seed: args.seed,
+        admin_token: Some(setup.admin_token.clone()),
+        ..loadgen::Config::new("", args.clients, Duration::from_secs(args.duration_s))
+    };
+    let load = tokio::spawn(loadgen::run(config));
+
+    // The faults, while the clients stream.
+    let (mut kills, mut drains) = (0usize, 0usize);
+    let start = tokio::time::Instant::now();
+    let end = start + Duration::from_secs(args.duration_s);
+    let every = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    let (kill_every, drain_every) = (every(args.kill_every_s), every(args.drain_every_s));
+    let mut next_kill = kill_every.map(|d| start + d);
+    let mut next_drain = drain_every.map(|d| start + d);
+    loop {
+        let next = [next_kill, next_drain].into_iter().flatten().min();
+        let Some(at) = next.filter(|&at| at + Duration::from_secs(1) < end) else {
+            break;
+        };
+        tokio::time::sleep_until(at).await;
+        let victim = (rng.next_u32() as usize) % nodes.len();
+        let node = &mut nodes[victim];
+        if Some(at) == next_kill {
+            let _ = node.child.kill(); // SIGKILL
+            let _ = node.child.wait();
+            kills += 1;
+            next_kill = kill_every.map(|d| at + d);
+        } else {
+            drain(node).await;
+            drains += 1;
+            next_drain = drain_every.map(|d| at + d);
+        }
+        let (index, port) = (node.index, node.port);
+        *node = setup.start(index, port)?;
+    }
+    let report = load
+        .await
+        .map_err(|e| format!("the load generator failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+
+    // Sessions nobody resumed (adopted from a killed node, handed off by a
+    // drain) expire after the grace; then every request must be released.
+    let directory = Directory::connect(&redis.url(), "duplex-cluster")
+        .await
+        .map_err(|e| e.to_string())?;
+    let settle = tokio::time::Instant::now() + Duration::from_secs(args.grace_s * 3 + 10);
+    while directory.records().await.map_err(|e| e.to_string())? > 0
+        && tokio::time::Instant::now() < settle
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let left = directory.records().await.map_err(|e| e.to_string())?;
+    let tally = directory.release_tally().await.map_err(|e| e.to_string())?;
+    for mut node in nodes {
+        let _ = Command::new("kill")
+            .args(["-INT", &node.child.id().to_string()])
+            .status();
+        let _ = node.child.wait();
+    }
+
+    println!("{}", report.detail());
+    println!("{}", report.line());
+    let released_once = tally.exactly_once() && left == 0;
+    println!(
+        "cluster: nodes={} kills={kills} drains={drains} requests={} sessions_left={left} released_once={released_once}",
+        args.nodes, tally.bound
+    );
+    let mut failures = report.failures();
+    if !tally.never.is_empty() {
+        failures.push(format!(
+            "{} engine requests were never released (e.g. {:?})",
+            tally.never.len(),
+            tally.never.iter().take(3).collect::<Vec<_>>()
+        ));
+    }
+    if !tally.twice.is_empty() {
+        failures.push(format!(
+            "{} engine requests were released more than once (e.g. {:?})",
+            tally.twice.len(),
+            tally.twice.iter().take(3).collect::<Vec<_>>()
+        ));
+    }
+    if left > 0 {
+        failures.push(format!(
+            "{left} sessions still have a record after the settling time"
+        ));
+    }
+    for why in &failures {
+        eprintln!("duplex-cluster: FAILED: {why}");
+    }
+    if !failures.is_empty() {
+        eprintln!("duplex-cluster: node logs in {}", setup.logs.display());
+    }
+    Ok(failures.is_empty())
+}
