@@ -1,32 +1,20 @@
-//! Gateway nodes sharing sessions through Redis (a real `redis-server`
-//! from PATH; skipped with a message when there is none, unless
-//! `DUPLEX_REQUIRE_REDIS=1`, which CI sets). Node kills under load are the
-//! `duplex-cluster` command's; these are the protocol's steps one by one.
+//! Gateway nodes sharing sessions through Redis: one `redis-server` and a
+//! three-master Redis Cluster (see `common/stores.rs` for when they are
+//! skipped). Node kills under load are the `duplex-cluster` command's;
+//! these are the protocol's steps one by one.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{chunk, connect, kind, reply, send, Ws, ADMIN};
-use duplex_gateway::cluster::{ClusterConfig, Directory, RedisServer};
+use common::{chunk, connect, kind, reply, send, stores, Ws, ADMIN};
+use duplex_gateway::cluster::{ClusterConfig, Directory, RedisTarget};
 use duplex_gateway::protocol::ServerEvent;
 use duplex_gateway::{Config, Gateway};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-fn redis() -> Option<RedisServer> {
-    if !RedisServer::available() {
-        assert!(
-            std::env::var_os("DUPLEX_REQUIRE_REDIS").is_none(),
-            "DUPLEX_REQUIRE_REDIS is set but redis-server is not on PATH"
-        );
-        eprintln!("skipped: redis-server is not on PATH (apt-get install redis-server)");
-        return None;
-    }
-    Some(RedisServer::start().expect("redis-server starts"))
-}
 
 struct Node {
     url: String,
@@ -36,7 +24,7 @@ struct Node {
 
 /// A node whose responses stream slowly, so a request is in flight when
 /// the session moves.
-async fn node(redis: &RedisServer, name: &str) -> Node {
+async fn node(redis: &RedisTarget, name: &str) -> Node {
     let config = Config {
         admin_token: Some(ADMIN.into()),
         resume_key: Some(vec![42; 32]),
@@ -45,9 +33,11 @@ async fn node(redis: &RedisServer, name: &str) -> Node {
         delta_interval: Duration::from_millis(50),
         ..Config::default()
     };
-    let gw = Gateway::join(config, ClusterConfig::new(redis.url(), name))
-        .await
-        .expect("joins");
+    let cluster = ClusterConfig {
+        redis: redis.clone(),
+        ..ClusterConfig::new("", name)
+    };
+    let gw = Gateway::join(config, cluster).await.expect("joins");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -85,17 +75,15 @@ async fn committed(ws: &mut Ws) -> String {
     }
 }
 
-async fn releases(redis: &RedisServer, session: &str) -> Vec<(String, u64)> {
-    let d = Directory::connect(&redis.url(), "test").await.unwrap();
+async fn releases(redis: &RedisTarget, session: &str) -> Vec<(String, u64)> {
+    let d = Directory::connect_to(redis, "test").await.unwrap();
     let mut r = d.releases(session).await.unwrap();
     r.sort();
     r
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
-    let Some(redis) = redis() else { return };
-    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+async fn a_session_moves_to_another_node_with_everything_it_acknowledged(redis: &RedisTarget) {
+    let (a, b) = (node(redis, "a").await, node(redis, "b").await);
 
     let mut on_a = connect(&a.url).await;
     let token = open(&mut on_a, "call-1").await;
@@ -103,7 +91,7 @@ async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
     assert_eq!(appended(&mut on_a, "e2", 0).await, (2, false));
     let request = committed(&mut on_a).await;
     assert_eq!(
-        releases(&redis, "call-1").await,
+        releases(redis, "call-1").await,
         [(request.clone(), 0)],
         "bound, in flight"
     );
@@ -126,7 +114,7 @@ async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
         } => {}
         other => panic!("expected a resume on b, got {other:?}"),
     }
-    assert_eq!(releases(&redis, "call-1").await, [(request, 1)]);
+    assert_eq!(releases(redis, "call-1").await, [(request, 1)]);
 
     // A retransmission is recognised on B; new input continues the sequence.
     assert_eq!(appended(&mut on_b, "e2", 0).await, (2, true));
@@ -165,7 +153,7 @@ async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
 
     send(&mut on_b, json!({"type": "session.close"})).await;
     assert!(matches!(reply(&mut on_b).await, ServerEvent::Closed { .. }));
-    let d = Directory::connect(&redis.url(), "test").await.unwrap();
+    let d = Directory::connect_to(redis, "test").await.unwrap();
     assert!(
         d.load("call-1").await.unwrap().is_none(),
         "a closed session leaves the directory"
@@ -177,10 +165,8 @@ async fn a_session_moves_to_another_node_with_everything_it_acknowledged() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_id_live_on_one_node_cannot_be_opened_on_another() {
-    let Some(redis) = redis() else { return };
-    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+async fn an_id_live_on_one_node_cannot_be_opened_on_another(redis: &RedisTarget) {
+    let (a, b) = (node(redis, "a").await, node(redis, "b").await);
     let mut on_a = connect(&a.url).await;
     open(&mut on_a, "taken").await;
     let mut on_b = connect(&b.url).await;
@@ -199,10 +185,8 @@ async fn an_id_live_on_one_node_cannot_be_opened_on_another() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_draining_node_hands_its_sessions_off() {
-    let Some(redis) = redis() else { return };
-    let (a, b) = (node(&redis, "a").await, node(&redis, "b").await);
+async fn a_draining_node_hands_its_sessions_off(redis: &RedisTarget) {
+    let (a, b) = (node(redis, "a").await, node(redis, "b").await);
     let mut on_a = connect(&a.url).await;
     let token = open(&mut on_a, "call-2").await;
     assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
@@ -223,7 +207,7 @@ async fn a_draining_node_hands_its_sessions_off() {
     }
     let counters = a.served.await.unwrap();
     assert_eq!(counters.drained, 1);
-    assert_eq!(releases(&redis, "call-2").await, [(request, 1)]);
+    assert_eq!(releases(redis, "call-2").await, [(request, 1)]);
 
     let mut on_b = connect(&b.url).await;
     send(
@@ -240,3 +224,26 @@ async fn a_draining_node_hands_its_sessions_off() {
     let _ = b.stop.send(());
     let _ = b.served.await;
 }
+
+/// Each scenario on one redis-server and on a three-master Redis Cluster.
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {
+        mod every_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    for store in super::stores::all() {
+                        eprintln!("on {}", store.name());
+                        super::$name(&store.target()).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    a_session_moves_to_another_node_with_everything_it_acknowledged,
+    an_id_live_on_one_node_cannot_be_opened_on_another,
+    a_draining_node_hands_its_sessions_off,
+);

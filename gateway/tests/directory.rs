@@ -1,20 +1,11 @@
-//! The Redis session directory against a real `redis-server` (from PATH;
-//! skipped with a message when there is none, unless
-//! `DUPLEX_REQUIRE_REDIS=1`, which CI sets).
+//! The Redis session directory against a real `redis-server` (from PATH)
+//! and a three-master Redis Cluster: see `common/stores.rs` for when they
+//! are skipped.
 
-use duplex_gateway::cluster::{Directory, DirectoryError, Record, RedisServer, Save};
+mod common;
 
-fn redis() -> Option<RedisServer> {
-    if !RedisServer::available() {
-        assert!(
-            std::env::var_os("DUPLEX_REQUIRE_REDIS").is_none(),
-            "DUPLEX_REQUIRE_REDIS is set but redis-server is not on PATH"
-        );
-        eprintln!("skipped: redis-server is not on PATH (apt-get install redis-server)");
-        return None;
-    }
-    Some(RedisServer::start().expect("redis-server starts"))
-}
+use common::stores;
+use duplex_gateway::cluster::{Directory, DirectoryError, Record, RedisTarget, Save};
 
 fn image(image: &[u8], version: u64) -> Save<'_> {
     Save {
@@ -24,11 +15,9 @@ fn image(image: &[u8], version: u64) -> Save<'_> {
     }
 }
 
-#[tokio::test]
-async fn ownership_is_a_compare_and_set_on_the_incarnation() {
-    let Some(server) = redis() else { return };
-    let a = Directory::connect(&server.url(), "a").await.unwrap();
-    let b = Directory::connect(&server.url(), "b").await.unwrap();
+async fn ownership_is_a_compare_and_set_on_the_incarnation(t: &RedisTarget) {
+    let a = Directory::connect_to(t, "a").await.unwrap();
+    let b = Directory::connect_to(t, "b").await.unwrap();
 
     assert!(a.create("s1", 0, image(b"image-0", 1)).await.unwrap());
     assert!(
@@ -126,17 +115,13 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation() {
     }
 }
 
-#[tokio::test]
-async fn one_of_many_concurrent_takeovers_wins() {
-    let Some(server) = redis() else { return };
-    let owner = Directory::connect(&server.url(), "owner").await.unwrap();
+async fn one_of_many_concurrent_takeovers_wins(t: &RedisTarget) {
+    let owner = Directory::connect_to(t, "owner").await.unwrap();
     assert!(owner.create("contested", 4, image(b"i", 1)).await.unwrap());
     let read = owner.load("contested").await.unwrap().unwrap();
     let mut tasks = Vec::new();
     for n in 0..16 {
-        let d = Directory::connect(&server.url(), format!("n{n}"))
-            .await
-            .unwrap();
+        let d = Directory::connect_to(t, format!("n{n}")).await.unwrap();
         let read = read.clone();
         tasks.push(tokio::spawn(async move {
             d.take_over("contested", &read, image(b"mine", 1))
@@ -155,11 +140,9 @@ async fn one_of_many_concurrent_takeovers_wins() {
     assert_eq!(won, 1);
 }
 
-#[tokio::test]
-async fn saves_log_applied_input_in_order_and_count_each_release() {
-    let Some(server) = redis() else { return };
-    let a = Directory::connect(&server.url(), "a").await.unwrap();
-    let b = Directory::connect(&server.url(), "b").await.unwrap();
+async fn saves_log_applied_input_in_order_and_count_each_release(t: &RedisTarget) {
+    let a = Directory::connect_to(t, "a").await.unwrap();
+    let b = Directory::connect_to(t, "b").await.unwrap();
     let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let (e12, e3) = (strings(&["0:1:e1", "0:2:e2"]), strings(&["0:3:e3"]));
     let (r12, r1, r3) = (strings(&["r1", "r2"]), strings(&["r1"]), strings(&["r3"]));
@@ -256,11 +239,9 @@ async fn saves_log_applied_input_in_order_and_count_each_release() {
     );
 }
 
-#[tokio::test]
-async fn nodes_register_and_note_what_they_own() {
-    let Some(server) = redis() else { return };
-    let a = Directory::connect(&server.url(), "a").await.unwrap();
-    let b = Directory::connect(&server.url(), "b").await.unwrap();
+async fn nodes_register_and_note_what_they_own(t: &RedisTarget) {
+    let a = Directory::connect_to(t, "a").await.unwrap();
+    let b = Directory::connect_to(t, "b").await.unwrap();
     a.register().await.unwrap();
     b.register().await.unwrap();
     a.own("s1").await.unwrap();
@@ -275,10 +256,8 @@ async fn nodes_register_and_note_what_they_own() {
     assert!(b.owned_by("a").await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn liveness_lasts_for_its_ttl() {
-    let Some(server) = redis() else { return };
-    let a = Directory::connect(&server.url(), "a").await.unwrap();
+async fn liveness_lasts_for_its_ttl(t: &RedisTarget) {
+    let a = Directory::connect_to(t, "a").await.unwrap();
     assert!(!a.is_live("a").await.unwrap());
     a.heartbeat(std::time::Duration::from_millis(150))
         .await
@@ -294,7 +273,9 @@ async fn liveness_lasts_for_its_ttl() {
 
 #[tokio::test]
 async fn a_malformed_record_is_named() {
-    let Some(server) = redis() else { return };
+    let Some(server) = stores::server() else {
+        return;
+    };
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
@@ -310,3 +291,28 @@ async fn a_malformed_record_is_named() {
         Err(DirectoryError::Malformed { .. })
     ));
 }
+
+/// Each scenario on one redis-server and on a three-master Redis Cluster.
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {
+        mod every_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    for store in super::stores::all() {
+                        eprintln!("on {}", store.name());
+                        super::$name(&store.target()).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    ownership_is_a_compare_and_set_on_the_incarnation,
+    one_of_many_concurrent_takeovers_wins,
+    saves_log_applied_input_in_order_and_count_each_release,
+    nodes_register_and_note_what_they_own,
+    liveness_lasts_for_its_ttl,
+);

@@ -1,5 +1,6 @@
 //! `duplex-cluster`: a local cluster under load, with faults. Starts
-//! `redis-server` from PATH on a free port (in memory, nothing on disk),
+//! `redis-server` from PATH on a free port (in memory, nothing on disk; or,
+//! with `--redis-cluster`, a three-master Redis Cluster),
 //! N `duplex-gateway` nodes sharing it, and the load generator against all
 //! of them; kills a random node with SIGKILL every `--kill-every-s` seconds
 //! and drains one with SIGTERM every `--drain-every-s`, restarting each.
@@ -17,7 +18,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::cluster::{Directory, RedisServer};
+use duplex_gateway::cluster::{Directory, RedisCluster, RedisServer, RedisTarget};
 use duplex_gateway::loadgen;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -53,6 +54,10 @@ struct Args {
     /// Seed of the clients' and the faults' random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the directory in a three-master Redis Cluster (made with
+    /// `redis-cli --cluster create`) instead of one redis-server.
+    #[arg(long)]
+    redis_cluster: bool,
     /// Directory for the nodes' logs (default: a fresh one under the
     /// system's temporary directory).
     #[arg(long)]
@@ -69,7 +74,7 @@ struct Node {
 /// Everything the nodes are started with.
 struct Setup {
     gateway: PathBuf,
-    redis_url: String,
+    redis: RedisTarget,
     grace_s: u64,
     admin_token: String,
     resume_key: String,
@@ -103,7 +108,8 @@ impl Setup {
         let err = file.try_clone().map_err(|e| e.to_string())?;
         let child = Command::new(&self.gateway)
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--redis", &self.redis_url, "--node", &format!("n{index}")])
+            .args(redis_args(&self.redis))
+            .args(["--node", &format!("n{index}")])
             .args([
                 "--grace-s",
                 &self.grace_s.to_string(),
@@ -141,6 +147,22 @@ impl Setup {
             log.display()
         ))
     }
+}
+
+/// The gateway's arguments naming the directory.
+fn redis_args(target: &RedisTarget) -> Vec<String> {
+    match target {
+        RedisTarget::Server(url) => vec!["--redis".into(), url.clone()],
+        RedisTarget::Cluster(urls) => {
+            vec!["--redis".into(), urls.join(","), "--redis-cluster".into()]
+        }
+    }
+}
+
+/// The store the nodes share, kept running for the whole run.
+enum Store {
+    Server(RedisServer),
+    Cluster(RedisCluster),
 }
 
 /// SIGTERM, then up to 10 s for the drain, then SIGKILL.
@@ -183,7 +205,15 @@ async fn run(args: &Args) -> Result<bool, String> {
     if args.nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
-    let redis = RedisServer::start().map_err(|e| e.to_string())?;
+    let store = if args.redis_cluster {
+        Store::Cluster(RedisCluster::start().map_err(|e| e.to_string())?)
+    } else {
+        Store::Server(RedisServer::start().map_err(|e| e.to_string())?)
+    };
+    let target = match &store {
+        Store::Server(s) => RedisTarget::Server(s.url()),
+        Store::Cluster(c) => RedisTarget::Cluster(c.urls()),
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let logs = match &args.logs {
         Some(dir) => dir.clone(),
@@ -195,7 +225,7 @@ async fn run(args: &Args) -> Result<bool, String> {
         .with_file_name("duplex-gateway");
     let mut setup = Setup {
         gateway,
-        redis_url: redis.url(),
+        redis: target.clone(),
         grace_s: args.grace_s,
         admin_token: secret(16)?,
         resume_key: secret(32)?,
@@ -258,7 +288,7 @@ async fn run(args: &Args) -> Result<bool, String> {
 
     // Sessions nobody resumed (adopted from a killed node, handed off by a
     // drain) expire after the grace; then every request must be released.
-    let directory = Directory::connect(&redis.url(), "duplex-cluster")
+    let directory = Directory::connect_to(&target, "duplex-cluster")
         .await
         .map_err(|e| e.to_string())?;
     let settle = tokio::time::Instant::now() + Duration::from_secs(args.grace_s * 3 + 10);
@@ -279,8 +309,12 @@ async fn run(args: &Args) -> Result<bool, String> {
     println!("{}", report.detail());
     println!("{}", report.line());
     let released_once = tally.exactly_once() && left == 0;
+    let redis = match &store {
+        Store::Server(_) => "server",
+        Store::Cluster(_) => "cluster3",
+    };
     println!(
-        "cluster: nodes={} kills={kills} drains={drains} requests={} sessions_left={left} released_once={released_once}",
+        "cluster: nodes={} redis={redis} kills={kills} drains={drains} requests={} sessions_left={left} released_once={released_once}",
         args.nodes, tally.bound
     );
     let mut failures = report.failures();

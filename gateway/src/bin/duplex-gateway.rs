@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::cluster::ClusterConfig;
+use duplex_gateway::cluster::{ClusterConfig, RedisTarget};
 use duplex_gateway::{Config, Gateway, Limits};
 
 /// When a change is acknowledged.
@@ -33,6 +33,10 @@ struct Args {
     /// node the same --resume-key.
     #[arg(long, env = "DUPLEX_REDIS_URL")]
     redis: Option<String>,
+    /// --redis names the seed nodes of a Redis Cluster (comma-separated
+    /// URLs) rather than one server.
+    #[arg(long, requires = "redis")]
+    redis_cluster: bool,
     /// The node's name in the cluster (it registers as NAME-<boot id>).
     #[arg(long, default_value = "node", requires = "redis")]
     node: String,
@@ -159,6 +163,7 @@ async fn main() -> ExitCode {
                     let Durability::Ack = args.durability;
                     let cluster = ClusterConfig {
                         liveness_ttl: ttl,
+                        redis: RedisTarget::parse(url, args.redis_cluster),
                         ..ClusterConfig::new(url.clone(), args.node.clone())
                     };
                     Gateway::join(c, cluster).await.map_err(|e| e.to_string())

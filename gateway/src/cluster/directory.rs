@@ -37,8 +37,9 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, Script};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncCommands, Cmd, Pipeline, RedisFuture, Script, Value};
 
 /// Why a directory call failed.
 #[derive(Debug, thiserror::Error)]
@@ -141,12 +142,88 @@ impl Save<'_> {
     }
 }
 
+/// Where the directory lives: one Redis server, or a Redis Cluster given
+/// by seed nodes.
+///
+/// ```
+/// use duplex_gateway::cluster::RedisTarget;
+/// let t = RedisTarget::parse("redis://10.0.0.1:7000/,redis://10.0.0.2:7000/", true);
+/// assert_eq!(t, RedisTarget::Cluster(vec!["redis://10.0.0.1:7000/".into(), "redis://10.0.0.2:7000/".into()]));
+/// assert_eq!(RedisTarget::parse("redis://h:6379/", false), RedisTarget::Server("redis://h:6379/".into()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One server (`redis://host:port/`).
+    Server(String),
+    /// A Redis Cluster: its seed nodes. The whole-directory scans of a
+    /// test's end ([`Directory::release_tally`], [`Directory::records`])
+    /// visit the seeds, so name every master.
+    Cluster(Vec<String>),
+}
+
+impl RedisTarget {
+    /// `urls` (comma-separated) as one server, or as the seed nodes of a
+    /// cluster.
+    pub fn parse(urls: &str, cluster: bool) -> Self {
+        if cluster {
+            RedisTarget::Cluster(urls.split(',').map(|u| u.trim().to_owned()).collect())
+        } else {
+            RedisTarget::Server(urls.to_owned())
+        }
+    }
+
+    fn seeds(&self) -> Vec<String> {
+        match self {
+            RedisTarget::Server(url) => vec![url.clone()],
+            RedisTarget::Cluster(urls) => urls.clone(),
+        }
+    }
+}
+
+/// The connection: a reconnecting multiplexed connection to one server,
+/// or a cluster connection that routes each command by its key's slot.
+#[derive(Clone)]
+enum Conn {
+    Server(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Server(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Server(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Server(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 /// A connection to the directory, for one node. Cheap to clone: clones
 /// share one multiplexed connection, so concurrent calls from many
-/// connections' tasks travel pipelined on one socket.
+/// connections' tasks travel pipelined on one socket (one per cluster
+/// node with a Redis Cluster).
 #[derive(Clone)]
 pub struct Directory {
-    conn: ConnectionManager,
+    conn: Conn,
+    target: RedisTarget,
     node: String,
 }
 
@@ -280,12 +357,51 @@ impl Directory {
     ///
     /// [`DirectoryError::Redis`]: a bad URL or an unreachable server.
     pub async fn connect(url: &str, node: impl Into<String>) -> Result<Self, DirectoryError> {
-        let client = redis::Client::open(url)?;
-        let conn = ConnectionManager::new(client).await?;
+        Self::connect_to(&RedisTarget::Server(url.to_owned()), node).await
+    }
+
+    /// Connects to a server or a cluster as node `node`.
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`]: a bad URL or an unreachable server.
+    pub async fn connect_to(
+        target: &RedisTarget,
+        node: impl Into<String>,
+    ) -> Result<Self, DirectoryError> {
+        let conn = match target {
+            RedisTarget::Server(url) => {
+                Conn::Server(ConnectionManager::new(redis::Client::open(url.as_str())?).await?)
+            }
+            RedisTarget::Cluster(seeds) => Conn::Cluster(
+                redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))?
+                    .get_async_connection()
+                    .await?,
+            ),
+        };
         Ok(Directory {
             conn,
+            target: target.clone(),
             node: node.into(),
         })
+    }
+
+    /// Every key matching `pattern` on the seed nodes (on a cluster, each
+    /// master holds its own slots' keys).
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>, DirectoryError> {
+        let mut keys = Vec::new();
+        for url in self.target.seeds() {
+            let mut c = redis::Client::open(url.as_str())?
+                .get_multiplexed_async_connection()
+                .await?;
+            let mut iter: redis::AsyncIter<'_, String> = c.scan_match(pattern).await?;
+            while let Some(key) = iter.next_item().await {
+                keys.push(key?);
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     /// This node's name.
@@ -567,14 +683,8 @@ impl Directory {
     ///
     /// [`DirectoryError::Redis`].
     pub async fn release_tally(&self) -> Result<ReleaseTally, DirectoryError> {
+        let keys = self.scan("dx:*:released").await?;
         let mut c = self.conn.clone();
-        let mut keys: Vec<String> = Vec::new();
-        {
-            let mut iter: redis::AsyncIter<'_, String> = c.scan_match("dx:*:released").await?;
-            while let Some(key) = iter.next_item().await {
-                keys.push(key?);
-            }
-        }
         let mut tally = ReleaseTally::default();
         for key in keys {
             let counts: Vec<(String, u64)> = c.hgetall(&key).await?;
@@ -596,14 +706,7 @@ impl Directory {
     ///
     /// [`DirectoryError::Redis`].
     pub async fn records(&self) -> Result<usize, DirectoryError> {
-        let mut c = self.conn.clone();
-        let mut n = 0;
-        let mut iter: redis::AsyncIter<'_, String> = c.scan_match("dx:*:rec").await?;
-        while let Some(key) = iter.next_item().await {
-            key?;
-            n += 1;
-        }
-        Ok(n)
+        Ok(self.scan("dx:*:rec").await?.len())
     }
 
     /// Release counts of every engine request of `session` (0: bound, not

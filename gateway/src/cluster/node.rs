@@ -4,18 +4,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{Directory, DirectoryError};
+use super::{Directory, DirectoryError, RedisTarget};
 
 /// How a node joins a cluster.
 ///
 /// ```
-/// let c = duplex_gateway::cluster::ClusterConfig::new("redis://127.0.0.1:6379/", "node-a");
+/// use duplex_gateway::cluster::{ClusterConfig, RedisTarget};
+/// let c = ClusterConfig::new("redis://127.0.0.1:6379/", "node-a");
 /// assert_eq!(c.liveness_ttl, std::time::Duration::from_secs(2));
+/// assert_eq!(c.redis, RedisTarget::Server("redis://127.0.0.1:6379/".into()));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
-    /// Redis, `redis://host:port/`.
-    pub redis_url: String,
+    /// Where the directory lives: one Redis server or a Redis Cluster.
+    pub redis: RedisTarget,
     /// The node's name; the node registers as `<name>-<boot>`, with a
     /// random boot id, so a restarted node is a new node and the sessions
     /// of the one that died are adopted.
@@ -27,10 +29,11 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// A node of the cluster at `redis_url`, with a 2 s liveness TTL.
+    /// A node of the cluster whose directory is the Redis server at
+    /// `redis_url`, with a 2 s liveness TTL.
     pub fn new(redis_url: impl Into<String>, name: impl Into<String>) -> Self {
         ClusterConfig {
-            redis_url: redis_url.into(),
+            redis: RedisTarget::Server(redis_url.into()),
             name: name.into(),
             liveness_ttl: Duration::from_secs(2),
         }
@@ -51,7 +54,7 @@ impl Node {
     /// Connects, registers the node and announces it live.
     pub(crate) async fn join(config: &ClusterConfig, boot: &str) -> Result<Self, DirectoryError> {
         let directory =
-            Directory::connect(&config.redis_url, format!("{}-{boot}", config.name)).await?;
+            Directory::connect_to(&config.redis, format!("{}-{boot}", config.name)).await?;
         directory.register().await?;
         directory.heartbeat(config.liveness_ttl).await?;
         Ok(Node {

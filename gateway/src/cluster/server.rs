@@ -1,5 +1,6 @@
-//! A throwaway `redis-server`: started from `PATH` on a free local port,
-//! in memory only (no RDB, no AOF), stopped when dropped.
+//! A throwaway `redis-server`, or a three-master Redis Cluster of them:
+//! started from `PATH` on free local ports, in memory only (no RDB, no
+//! AOF), stopped when dropped.
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -29,6 +30,51 @@ pub struct RedisServer {
     port: u16,
 }
 
+/// Spawns `redis-server` on `port` with `extra` arguments.
+fn spawn(port: u16, extra: &[&str]) -> Result<Child, RedisServerError> {
+    Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "yes",
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(RedisServerError::NotFound)
+}
+
+fn free_port() -> Result<u16, RedisServerError> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| RedisServerError::Start(format!("no free port: {e}")))
+}
+
+/// Waits until `port` accepts connections, or `child` exits, or 10 s pass.
+fn listening(child: &mut Child, port: u16) -> Result<(), RedisServerError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(RedisServerError::Start(format!("exited with {status}")));
+        }
+        if Instant::now() > deadline {
+            return Err(RedisServerError::Start(format!(
+                "not listening on port {port} after 10 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl RedisServer {
     /// Whether `redis-server` can be run from `PATH`.
     pub fn available() -> bool {
@@ -47,40 +93,13 @@ impl RedisServer {
     ///
     /// [`RedisServerError`]: not installed, or not listening within 10 s.
     pub fn start() -> Result<Self, RedisServerError> {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| RedisServerError::Start(format!("no free port: {e}")))?
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "yes",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(RedisServerError::NotFound)?;
-        let mut server = RedisServer { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                return Ok(server);
-            }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(RedisServerError::Start(format!("exited with {status}")));
-            }
-            if Instant::now() > deadline {
-                return Err(RedisServerError::Start(format!(
-                    "not listening on port {port} after 10 s"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let port = free_port()?;
+        let mut server = RedisServer {
+            child: spawn(port, &[])?,
+            port,
+        };
+        listening(&mut server.child, port)?;
+        Ok(server)
     }
 
     /// Its URL, `redis://127.0.0.1:<port>/`.
@@ -98,5 +117,113 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A Redis Cluster of three masters (no replicas), each a throwaway
+/// `redis-server`, made into a cluster with `redis-cli --cluster create`;
+/// all stopped when dropped.
+///
+/// ```no_run
+/// let cluster = duplex_gateway::cluster::RedisCluster::start()?;
+/// assert_eq!(cluster.urls().len(), 3);
+/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// ```
+#[derive(Debug)]
+pub struct RedisCluster {
+    masters: Vec<RedisServer>,
+    dir: std::path::PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts three masters on free ports, assigns them the 16,384 slots,
+    /// and waits until every one reports `cluster_state:ok`.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisServerError`]: `redis-server` or `redis-cli` missing, or the
+    /// cluster not formed within 20 s.
+    pub fn start() -> Result<Self, RedisServerError> {
+        let dir = std::env::temp_dir().join(format!(
+            "duplex-redis-cluster-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| RedisServerError::Start(e.to_string()))?;
+        let mut cluster = RedisCluster {
+            masters: Vec::new(),
+            dir,
+        };
+        for _ in 0..3 {
+            let port = free_port()?;
+            let conf = cluster.dir.join(format!("nodes-{port}.conf"));
+            let conf = conf.to_string_lossy();
+            let dir = cluster.dir.to_string_lossy();
+            let child = spawn(
+                port,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &conf,
+                    "--dir",
+                    &dir,
+                ],
+            )?;
+            let mut master = RedisServer { child, port };
+            listening(&mut master.child, port)?;
+            cluster.masters.push(master);
+        }
+        let addrs: Vec<String> = cluster
+            .masters
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(RedisServerError::NotFound)?;
+        if !created.success() {
+            return Err(RedisServerError::Start(format!(
+                "redis-cli --cluster create exited with {created}"
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for master in &cluster.masters {
+            loop {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &master.port.to_string(), "cluster", "info"])
+                    .output()
+                    .map_err(RedisServerError::NotFound)?;
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(RedisServerError::Start(
+                        "the cluster did not reach cluster_state:ok within 20 s".into(),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// The masters' URLs (every one: the seeds a client needs, and all a
+    /// whole-directory scan must visit).
+    pub fn urls(&self) -> Vec<String> {
+        self.masters.iter().map(RedisServer::url).collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        self.masters.clear(); // each kills its server
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod stores;
+
 use std::sync::Arc;
 use std::time::Duration;
 
