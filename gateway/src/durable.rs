@@ -379,9 +379,14 @@ impl Shared {
             };
             let mut done = true;
             for session in sessions {
-                if let Err(e) = self.adopt(node, &dead, &session).await {
-                    tracing::warn!(%session, "adoption from {dead} not finished: {e}");
-                    done = false;
+                match self.adopt(node, &dead, &session).await {
+                    Ok(true) => {}
+                    // Full here: left for a later round or another node.
+                    Ok(false) => done = false,
+                    Err(e) => {
+                        tracing::warn!(%session, "adoption from {dead} not finished: {e}");
+                        done = false;
+                    }
                 }
             }
             if done {
@@ -392,66 +397,83 @@ impl Shared {
         }
     }
 
-    async fn adopt(&self, node: &Node, dead: &str, session: &str) -> Result<(), DirectoryError> {
+    /// Adopts one session of `dead`: whether it is settled (adopted here,
+    /// or not `dead`'s any more); `false` leaves it for a later round.
+    async fn adopt(&self, node: &Node, dead: &str, session: &str) -> Result<bool, DirectoryError> {
         let Some(record) = node.directory.load(session).await? else {
-            return Ok(());
+            return Ok(true);
         };
         if record.node != dead {
-            return Ok(()); // closed or taken over meanwhile
+            return Ok(true); // closed or taken over meanwhile
         }
         let Ok(id) = Id::new(session) else {
-            return Ok(());
+            tracing::error!(%session, "a directory entry that is not a session id");
+            return Ok(true);
         };
         if self.manager.with_session(&id, |_| ()).is_some() {
-            return Ok(()); // a copy here is being taken over by a resume
+            return Ok(false); // a copy here is being taken over by a resume
         }
         let restored = match Image::restore_with_capacities(&record.image) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(%session, "stored image refused, not adopted: {e}");
-                return Ok(());
+                return Ok(true);
             }
         };
         let Ok(fence) = self
             .manager
             .import(restored, record.incarnation.saturating_add(1))
         else {
-            return Ok(()); // full here: another node adopts it
+            return Ok(false); // full here: a later round, or another node
         };
         let released = self.release_previous(&id);
         // Its client is not connected here: the grace starts now.
         let _ = self.manager.detach(&fence);
-        if self.claim(node, &id, &record, released).await.is_ok() {
-            bump(&self.stats.adopted);
+        match self.claim(node, &id, &record, released).await {
+            Ok(()) => {
+                bump(&self.stats.adopted);
+                Ok(true)
+            }
+            // Another node moved first: settled, by it.
+            Err(Stored::Lost | Stored::Yes) => Ok(true),
+            Err(Stored::Unavailable) => Ok(false),
         }
-        Ok(())
     }
 
-    /// Hands every session off at shutdown: its engine requests released
-    /// (this engine stops), detached, stored; then this node stops
-    /// announcing itself, so the others adopt what no client resumes.
-    pub(crate) async fn drain(&self) {
+    /// Hands every session off at shutdown, within `deadline`: its engine
+    /// requests released (this engine stops), detached, stored; then this
+    /// node stops announcing itself, so the others adopt at once what no
+    /// client resumes. A session not stored by the deadline keeps its last
+    /// stored state, which every acknowledgement so far is in.
+    pub(crate) async fn drain(&self, deadline: std::time::Duration) {
         let Some(node) = &self.node else { return };
         self.draining
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        for id in self.manager.session_ids() {
-            let released: Vec<String> = self
-                .manager
-                .update(&id, AnySession::release_all)
-                .map(|ids| ids.iter().map(|r| r.as_str().to_owned()).collect())
-                .unwrap_or_default();
-            if let Some(fence) = self.manager.with_session(&id, |s| s.fence().clone()) {
-                let _ = self.manager.detach(&fence);
+        let hand_off = async {
+            for id in self.manager.session_ids() {
+                let released: Vec<String> = self
+                    .manager
+                    .update(&id, AnySession::release_all)
+                    .map(|ids| ids.iter().map(|r| r.as_str().to_owned()).collect())
+                    .unwrap_or_default();
+                if let Some(fence) = self.manager.with_session(&id, |s| s.fence().clone()) {
+                    let _ = self.manager.detach(&fence);
+                }
+                let n = released.len();
+                let changes = Changes {
+                    released,
+                    ..Changes::default()
+                };
+                if self.store(&id, changes).await == Stored::Yes {
+                    bump(&self.stats.drained);
+                    add(&self.stats.requests_closed, n);
+                }
             }
-            let n = released.len();
-            let changes = Changes {
-                released,
-                ..Changes::default()
-            };
-            if self.store(&id, changes).await == Stored::Yes {
-                bump(&self.stats.drained);
-                add(&self.stats.requests_closed, n);
-            }
+        };
+        if tokio::time::timeout(deadline, hand_off).await.is_err() {
+            tracing::warn!(
+                "drain not finished within {deadline:?}: the sessions left keep their last stored state"
+            );
         }
         if let Err(e) = node.directory.leave().await {
             tracing::warn!("cannot withdraw the liveness key: {e}");

@@ -205,7 +205,7 @@ impl Gateway {
         }
         // A node of a cluster hands its sessions off first, so that the
         // clients it is about to let go can resume elsewhere at once.
-        self.shared.drain().await;
+        self.shared.drain(limits.shutdown_grace).await;
         let _ = stop.send(true);
         // Connections end by themselves (a close frame each); those that
         // do not within the grace (a client that never reads, a handshake

@@ -254,6 +254,14 @@ async fn nodes_register_and_note_what_they_own(t: &RedisTarget) {
     b.forget("a").await.unwrap();
     assert_eq!(b.nodes().await.unwrap(), ["b"]);
     assert!(b.owned_by("a").await.unwrap().is_empty());
+    // A node forgotten while it was only slow registers again with its
+    // next announcement, so its sessions can still be adopted later.
+    a.heartbeat(std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut nodes = b.nodes().await.unwrap();
+    nodes.sort();
+    assert_eq!(nodes, ["a", "b"]);
 }
 
 async fn liveness_lasts_for_its_ttl(t: &RedisTarget) {

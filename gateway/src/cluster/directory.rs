@@ -409,7 +409,9 @@ impl Directory {
         &self.node
     }
 
-    /// Says this node is live for `ttl` (call well within it).
+    /// Says this node is live for `ttl` (call well within it), and keeps
+    /// it registered (a node presumed dead while it was only slow, and
+    /// forgotten, comes back).
     ///
     /// # Errors
     ///
@@ -418,6 +420,7 @@ impl Directory {
         let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut c = self.conn.clone();
         let () = c.pset_ex(node_key(&self.node), 1u8, ms).await?;
+        let _: i64 = c.sadd(NODES, &self.node).await?;
         Ok(())
     }
 
