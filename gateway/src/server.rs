@@ -13,6 +13,7 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::cluster::{ClusterConfig, Node};
+use crate::durable::Stored;
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
 use crate::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
@@ -104,39 +105,46 @@ impl Gateway {
         shutdown: impl Future<Output = ()>,
     ) -> Counters {
         let (stop, stopped) = watch::channel(false);
-        let reaper =
-            {
-                let shared = Arc::clone(&self.shared);
-                let mut stopped = stopped.clone();
-                tokio::spawn(Arc::clone(&self.shared.manager).reap(
+        let reaper = {
+            let shared = Arc::clone(&self.shared);
+            let mut stopped = stopped.clone();
+            tokio::spawn(Arc::clone(&self.shared.manager).reap(
                 move |expiry| {
-                    bump(&shared.stats.expired);
-                    add(
-                        &shared.stats.requests_expired,
-                        expiry.submitted.len() + expiry.reserved.len(),
-                    );
+                    let released = expiry.submitted.len() + expiry.reserved.len();
                     tracing::debug!(session = %expiry.session, reason = %expiry.reason, "expired");
-                    if shared.node.is_some() {
-                        // The record goes, with the requests the expiry
-                        // released, counted.
-                        let released: Vec<String> = expiry
-                            .submitted
-                            .iter()
-                            .chain(expiry.reserved.iter())
-                            .map(|id| id.as_str().to_owned())
-                            .collect();
-                        let (shared, session) = (Arc::clone(&shared), expiry.session.clone());
-                        let incarnation = expiry.fence.incarnation;
-                        tokio::spawn(async move {
-                            shared.store_close(session.as_str(), incarnation, released).await;
-                        });
+                    if shared.node.is_none() {
+                        bump(&shared.stats.expired);
+                        add(&shared.stats.requests_expired, released);
+                        return;
                     }
+                    // A cluster node: the record goes, with the requests
+                    // the expiry released, counted. A copy whose session
+                    // moved to another node meanwhile is refused: it
+                    // expired nothing, and counts as moved away.
+                    let ids: Vec<String> = expiry
+                        .submitted
+                        .iter()
+                        .chain(expiry.reserved.iter())
+                        .map(|id| id.as_str().to_owned())
+                        .collect();
+                    let (shared, session) = (Arc::clone(&shared), expiry.session.clone());
+                    let incarnation = expiry.fence.incarnation;
+                    tokio::spawn(async move {
+                        match shared.store_close(session.as_str(), incarnation, ids).await {
+                            Stored::Yes => {
+                                bump(&shared.stats.expired);
+                                add(&shared.stats.requests_expired, released);
+                            }
+                            Stored::Lost => bump(&shared.stats.moved_away),
+                            Stored::Unavailable => {}
+                        }
+                    });
                 },
                 async move {
                     let _ = stopped.wait_for(|s| *s).await;
                 },
             ))
-            };
+        };
         let tending = self.shared.node.as_ref().map(|node| {
             // A node announces itself, and adopts the sessions of nodes
             // that stopped announcing themselves.
