@@ -26,13 +26,27 @@ struct Node {
 /// the session moves.
 async fn node(redis: &RedisTarget, name: &str) -> Node {
     let config = Config {
-        admin_token: Some(ADMIN.into()),
-        resume_key: Some(vec![42; 32]),
         grace: Duration::from_secs(5),
         deltas: 1_000,
         delta_interval: Duration::from_millis(50),
-        ..Config::default()
+        ..node_config()
     };
+    node_with(redis, name, config).await
+}
+
+fn node_config() -> Config {
+    Config {
+        admin_token: Some(ADMIN.into()),
+        resume_key: Some(vec![42; 32]),
+        limits: duplex_gateway::Limits {
+            max_connections_per_ip: 10_000,
+            ..duplex_gateway::Limits::default()
+        },
+        ..Config::default()
+    }
+}
+
+async fn node_with(redis: &RedisTarget, name: &str, config: Config) -> Node {
     let cluster = ClusterConfig {
         redis: redis.clone(),
         ..ClusterConfig::new("", name)
@@ -225,6 +239,52 @@ async fn a_draining_node_hands_its_sessions_off(redis: &RedisTarget) {
     let _ = b.served.await;
 }
 
+async fn clients_moving_between_nodes_lose_nothing_and_release_once(redis: &RedisTarget) {
+    let config = || Config {
+        grace: Duration::from_secs(1),
+        deltas: 2,
+        delta_interval: Duration::from_millis(2),
+        ..node_config()
+    };
+    let a = node_with(redis, "a", config()).await;
+    let b = node_with(redis, "b", config()).await;
+    let load = duplex_gateway::loadgen::Config {
+        url: a.url.clone(),
+        urls: vec![b.url.clone()],
+        grace: Duration::from_secs(1),
+        admin_token: Some(ADMIN.into()),
+        ..duplex_gateway::loadgen::Config::new("", 30, Duration::from_secs(3))
+    };
+    let report = duplex_gateway::loadgen::run(load)
+        .await
+        .expect("loopback urls");
+    assert!(report.ok(), "{}\n{:?}", report.line(), report.failures());
+    assert!(report.appended > 1_000, "{}", report.line());
+    assert!(
+        report.reconnects > 0,
+        "sessions moved between the nodes: {}",
+        report.line()
+    );
+    // Sessions the clients left (expired on the way) are gone after the
+    // grace; then every engine request was released exactly once.
+    let d = Directory::connect_to(redis, "test").await.unwrap();
+    for _ in 0..100 {
+        if d.records().await.unwrap() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(d.records().await.unwrap(), 0);
+    let tally = d.release_tally().await.unwrap();
+    assert!(tally.bound > 0 && tally.exactly_once(), "{tally:?}");
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        let counters = n.served.await.unwrap();
+        assert_eq!(counters.releases_doubled, 0);
+        assert_eq!(counters.store_failed, 0);
+    }
+}
+
 /// Each scenario on one redis-server and on a three-master Redis Cluster.
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
@@ -246,4 +306,5 @@ on_every_store!(
     a_session_moves_to_another_node_with_everything_it_acknowledged,
     an_id_live_on_one_node_cannot_be_opened_on_another,
     a_draining_node_hands_its_sessions_off,
+    clients_moving_between_nodes_lose_nothing_and_release_once,
 );
