@@ -233,6 +233,9 @@ impl Gateway {
         }
         let _ = reaper.await;
         if let Some(tending) = tending {
+            // It holds nothing that must finish: a round blocked on a
+            // store that went away is not waited for.
+            tending.abort();
             let _ = tending.await;
         }
         if self.shared.node.is_none() {

@@ -285,6 +285,34 @@ async fn clients_moving_between_nodes_lose_nothing_and_release_once(redis: &Redi
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    let a = node(&target, "a").await;
+    let mut ws = connect(&a.url).await;
+    let token = open(&mut ws, "call-3").await;
+    assert_eq!(appended(&mut ws, "e1", 0).await, (1, false));
+    drop(server); // redis-server killed
+    send(&mut ws, chunk("e2", 0, 0)).await;
+    assert_eq!(kind(&reply(&mut ws).await), "unavailable");
+    // Nothing is served from a copy the store may not hold: the session
+    // is gone from the node, and a resume needs the store too.
+    send(&mut ws, chunk("e3", 0, 0)).await;
+    assert_eq!(kind(&reply(&mut ws).await), "no_session");
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "call-3", "resume_token": token}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut ws).await), "unavailable");
+    let _ = a.stop.send(());
+    let counters = a.served.await.unwrap();
+    assert!(counters.store_failed >= 1);
+}
+
 /// Each scenario on one redis-server and on a three-master Redis Cluster.
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {

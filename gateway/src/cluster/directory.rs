@@ -258,6 +258,15 @@ fn owned_key(node: &str) -> String {
 /// The set of registered nodes.
 const NODES: &str = "dx:nodes";
 
+/// How long a connection attempt to Redis may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long one command may wait for its answer.
+const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Reconnection attempts after a broken connection, and the longest pause
+/// between them.
+const RETRIES: usize = 2;
+const RETRY_DELAY_MAX: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The shared part of the scripts below: after `node, inc, image, ver`
 /// come three counted lists (applied, bound, released) in ARGV from
 /// index `at`; applies them to the log and the release counts (KEYS[2],
@@ -369,12 +378,24 @@ impl Directory {
         target: &RedisTarget,
         node: impl Into<String>,
     ) -> Result<Self, DirectoryError> {
+        // Bounded waits: a store that went away is answered `unavailable`
+        // within seconds, never hung on.
         let conn = match target {
             RedisTarget::Server(url) => {
-                Conn::Server(ConnectionManager::new(redis::Client::open(url.as_str())?).await?)
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(RETRIES)
+                    .set_max_delay(RETRY_DELAY_MAX);
+                let client = redis::Client::open(url.as_str())?;
+                Conn::Server(ConnectionManager::new_with_config(client, config).await?)
             }
             RedisTarget::Cluster(seeds) => Conn::Cluster(
-                redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))?
+                redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .retries(u32::try_from(RETRIES).unwrap_or(2))
+                    .build()?
                     .get_async_connection()
                     .await?,
             ),
