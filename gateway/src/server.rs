@@ -56,6 +56,21 @@ impl Gateway {
     ///
     /// As [`new`](Self::new); [`StartError::Cluster`] if Redis cannot be
     /// reached.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use duplex_gateway::cluster::ClusterConfig;
+    /// use duplex_gateway::{Config, Gateway};
+    ///
+    /// let config = Config { resume_key: Some(std::env::var("DUPLEX_RESUME_KEY")?.into_bytes()), ..Config::default() };
+    /// let gw = Gateway::join(config, ClusterConfig::new("redis://127.0.0.1:6379/", "node-a")).await?;
+    /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
+    /// let counters = gw.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await;
+    /// println!("{}", counters.line());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn join(config: Config, cluster: ClusterConfig) -> Result<Arc<Self>, StartError> {
         let boot = crate::ownership::new_session_id()
             .map_err(StartError::Secret)?

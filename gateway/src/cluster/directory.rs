@@ -34,6 +34,28 @@
 //! must drop the session: nothing it does afterwards reaches the store.
 //! Each step is one Lua script: Redis runs it atomically, with no other
 //! command in between.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use duplex_gateway::cluster::{Directory, DirectoryError, Save};
+//!
+//! let a = Directory::connect("redis://127.0.0.1:6379/", "node-a").await?;
+//! let b = Directory::connect("redis://127.0.0.1:6379/", "node-b").await?;
+//! // A opens the session and stores an acknowledged change.
+//! assert!(a.create("call-1", 0, Save { image: b"v1", version: 1, ..Save::default() }).await?);
+//! let applied = ["0:1:chunk-1".to_owned()];
+//! a.save("call-1", 0, Save { image: b"v2", version: 2, applied: &applied, ..Save::default() }).await?;
+//! // The client resumes on B: B takes the session over from what it read.
+//! let read = b.load("call-1").await?.expect("a record");
+//! let (incarnation, _) = b.take_over("call-1", &read, Save { image: b"v2", version: 1, ..Save::default() }).await?;
+//! assert_eq!(incarnation, 1);
+//! // A's next write is refused: it drops its copy.
+//! let late = a.save("call-1", 0, Save { image: b"v3", version: 3, ..Save::default() }).await;
+//! assert!(matches!(late, Err(DirectoryError::Lost { .. })));
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::LazyLock;
 
