@@ -115,6 +115,14 @@ impl Shared {
         let _ = self.manager.export(session.as_str());
     }
 
+    /// Drops this node's adoption hint for a session it does not hold (the
+    /// set would otherwise grow with every session that moved away).
+    async fn disown(&self, node: &Node, session: &Id) {
+        if let Err(e) = node.directory.disown(session.as_str()).await {
+            tracing::warn!(%session, "adoption hint not removed: {e}");
+        }
+    }
+
     fn count_releases(&self, released: &[String], counts: &[u64]) {
         for (request, &n) in released.iter().zip(counts) {
             if n != 1 {
@@ -124,11 +132,12 @@ impl Shared {
         }
     }
 
-    fn failed(&self, session: &Id, e: &DirectoryError) -> Stored {
+    async fn failed(&self, node: &Node, session: &Id, e: &DirectoryError) -> Stored {
         self.drop_local(session);
         if let DirectoryError::Lost { .. } = e {
             bump(&self.stats.moved_away);
             tracing::debug!(%session, "moved to another node: {e}");
+            self.disown(node, session).await;
             Stored::Lost
         } else {
             bump(&self.stats.store_failed);
@@ -155,7 +164,7 @@ impl Shared {
                 self.count_releases(&changes.released, &counts);
                 Stored::Yes
             }
-            Err(e) => self.failed(session, &e),
+            Err(e) => self.failed(node, session, &e).await,
         }
     }
 
@@ -173,18 +182,20 @@ impl Shared {
             version,
             ..Save::default()
         };
+        // The adoption hint first: a node killed between the two leaves a
+        // hint without a record (harmless: adoption finds nothing), never a
+        // record no live node would find.
+        if let Err(e) = node.directory.own(session.as_str()).await {
+            return self.failed(node, session, &e).await;
+        }
         match node.directory.create(session.as_str(), inc, save).await {
-            Ok(true) => {
-                if let Err(e) = node.directory.own(session.as_str()).await {
-                    tracing::warn!(%session, "adoption hint not stored: {e}");
-                }
-                Stored::Yes
-            }
+            Ok(true) => Stored::Yes,
             Ok(false) => {
                 self.drop_local(session);
+                self.disown(node, session).await;
                 Stored::Lost
             }
-            Err(e) => self.failed(session, &e),
+            Err(e) => self.failed(node, session, &e).await,
         }
     }
 
@@ -340,6 +351,10 @@ impl Shared {
             released,
             ..Changes::default()
         };
+        // The adoption hint first (see `store_new`).
+        if let Err(e) = node.directory.own(session.as_str()).await {
+            return Err(self.failed(node, session, &e).await);
+        }
         match node
             .directory
             .take_over(session.as_str(), read, changes.save(&image, version))
@@ -347,16 +362,14 @@ impl Shared {
         {
             Ok((_, counts)) => {
                 self.count_releases(&changes.released, &counts);
-                if let Err(e) = node.directory.own(session.as_str()).await {
-                    tracing::warn!(%session, "adoption hint not stored: {e}");
-                }
                 Ok(())
             }
             Err(DirectoryError::Raced { .. }) => {
                 self.drop_local(session);
+                self.disown(node, session).await;
                 Err(Stored::Lost)
             }
-            Err(e) => Err(self.failed(session, &e)),
+            Err(e) => Err(self.failed(node, session, &e).await),
         }
     }
 
