@@ -54,7 +54,8 @@ impl Gateway {
     ///
     /// # Errors
     ///
-    /// As [`new`](Self::new); [`StartError::Cluster`] if Redis cannot be
+    /// As [`new`](Self::new); [`StartError::NoResumeKey`] without
+    /// [`Config::resume_key`]; [`StartError::Cluster`] if Redis cannot be
     /// reached.
     ///
     /// ```no_run
@@ -72,6 +73,9 @@ impl Gateway {
     /// # }
     /// ```
     pub async fn join(config: Config, cluster: ClusterConfig) -> Result<Arc<Self>, StartError> {
+        if config.resume_key.is_none() {
+            return Err(StartError::NoResumeKey);
+        }
         let boot = crate::ownership::new_session_id()
             .map_err(StartError::Secret)?
             .chars()

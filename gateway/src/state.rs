@@ -144,6 +144,10 @@ pub enum StartError {
     /// The token library refused the authentication secret.
     #[error("the auth secret was refused: {0}")]
     AuthSecret(String),
+    /// A node of a cluster without [`Config::resume_key`]: its tokens would
+    /// resume nowhere else, and nowhere after a restart.
+    #[error("a cluster node needs a resume key shared by every node (--resume-key or DUPLEX_RESUME_KEY)")]
+    NoResumeKey,
     /// The cluster's directory could not be reached or refused the node.
     #[error("cannot join the cluster: {0}")]
     Cluster(crate::cluster::DirectoryError),

@@ -313,6 +313,20 @@ async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
     assert!(counters.store_failed >= 1);
 }
 
+#[tokio::test]
+async fn a_node_without_a_shared_resume_key_is_refused_at_start() {
+    let config = Config {
+        resume_key: None,
+        ..node_config()
+    };
+    // Refused before any connection to Redis is tried.
+    let refused = Gateway::join(config, ClusterConfig::new("redis://127.0.0.1:1/", "a")).await;
+    assert!(matches!(
+        refused,
+        Err(duplex_gateway::StartError::NoResumeKey)
+    ));
+}
+
 /// Each scenario on one redis-server and on a three-master Redis Cluster.
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
