@@ -27,6 +27,13 @@ impl Store {
     }
 }
 
+/// Says why a test did not run where `cargo test` shows it: straight to
+/// the process's stderr (the test harness captures only the print macros).
+fn say(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
 fn required() -> bool {
     std::env::var_os("DUPLEX_REQUIRE_REDIS").is_some()
 }
@@ -38,7 +45,7 @@ pub fn server() -> Option<RedisServer> {
             !required(),
             "DUPLEX_REQUIRE_REDIS is set but redis-server is not on PATH"
         );
-        eprintln!("skipped: redis-server is not on PATH (apt-get install redis-server)");
+        say("skipped: redis-server is not on PATH (apt-get install redis-server)");
         return None;
     }
     Some(RedisServer::start().expect("redis-server starts"))
@@ -57,7 +64,7 @@ pub fn all() -> Vec<Store> {
                 !required(),
                 "DUPLEX_REQUIRE_REDIS is set but no Redis Cluster: {e}"
             );
-            eprintln!("skipped on a Redis Cluster: {e}");
+            say(&format!("skipped on a Redis Cluster: {e}"));
         }
     }
     stores
