@@ -151,8 +151,8 @@ pub struct Save<'a> {
 }
 
 impl Save<'_> {
-    /// The script's arguments after `node, inc`: image, version, then the
-    /// three lists, each preceded by its length.
+    /// The script's arguments after its leading ones: image, version,
+    /// then the three lists, each preceded by its length.
     fn args(&self, call: &mut redis::ScriptInvocation<'_>) {
         call.arg(self.image).arg(self.version);
         for list in [self.applied, self.bound, self.released] {
@@ -289,9 +289,9 @@ const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 const RETRIES: usize = 2;
 const RETRY_DELAY_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// The shared part of the scripts below: after `node, inc, image, ver`
-/// come three counted lists (applied, bound, released) in ARGV from
-/// index `at`; applies them to the log and the release counts (KEYS[2],
+/// The shared part of the scripts below: every script's arguments end
+/// with the image, its version and three counted lists (applied, bound,
+/// released), the lists from ARGV index `at`; `lists` applies them to the log and the release counts (KEYS[2],
 /// KEYS[3]) and returns the release counts.
 const LISTS: &str = r"
 local function lists(at)
@@ -339,16 +339,17 @@ return lists(5)
     )
 });
 
-/// Takes the record over if it is at incarnation ARGV[5] with image
-/// version ARGV[6]: `{1, counts}` (the requests the previous engine held,
-/// released), else `{0, found}` (`found` -1 if there is no record).
+/// Takes the record over as incarnation ARGV[2] if it is at incarnation
+/// ARGV[3] with image version ARGV[4]: `{1, counts}` (the requests the
+/// previous engine held, released), else `{0, found}` (`found` -1 if there
+/// is no record).
 static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
 local at = redis.call('HMGET', KEYS[1], 'inc', 'ver')
 if not at[1] then return {0, -1} end
-if at[1] ~= ARGV[5] or at[2] ~= ARGV[6] then return {0, tonumber(at[1])} end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
+if at[1] ~= ARGV[3] or at[2] ~= ARGV[4] then return {0, tonumber(at[1])} end
+redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[5], 'ver', ARGV[6])
 return lists(7)
 ",
     )
@@ -502,15 +503,7 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<bool, DirectoryError> {
-        let mut c = self.conn.clone();
-        let mut call = CREATE.prepare_invoke();
-        call.key(rec(session))
-            .key(applied_key(session))
-            .key(released_key(session))
-            .arg(&self.node)
-            .arg(incarnation);
-        save.args(&mut call);
-        let out: Vec<i64> = call.invoke_async(&mut c).await?;
+        let out = self.invoke(&CREATE, session, &[incarnation], save).await?;
         Ok(counts(&out).is_some())
     }
 
@@ -581,6 +574,29 @@ impl Directory {
         self.owned_call(&CLOSE, session, incarnation, save).await
     }
 
+    /// Runs one of the session scripts: the session's three keys, this
+    /// node, the script's own leading numbers, then `save`'s image,
+    /// version and counted lists.
+    async fn invoke(
+        &self,
+        script: &Script,
+        session: &str,
+        head: &[u64],
+        save: Save<'_>,
+    ) -> Result<Vec<i64>, DirectoryError> {
+        let mut c = self.conn.clone();
+        let mut call = script.prepare_invoke();
+        call.key(rec(session))
+            .key(applied_key(session))
+            .key(released_key(session))
+            .arg(&self.node);
+        for n in head {
+            call.arg(*n);
+        }
+        save.args(&mut call);
+        Ok(call.invoke_async(&mut c).await?)
+    }
+
     async fn owned_call(
         &self,
         script: &Script,
@@ -588,15 +604,7 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Vec<u64>, DirectoryError> {
-        let mut c = self.conn.clone();
-        let mut call = script.prepare_invoke();
-        call.key(rec(session))
-            .key(applied_key(session))
-            .key(released_key(session))
-            .arg(&self.node)
-            .arg(incarnation);
-        save.args(&mut call);
-        let out: Vec<i64> = call.invoke_async(&mut c).await?;
+        let out = self.invoke(script, session, &[incarnation], save).await?;
         counts(&out).ok_or_else(|| DirectoryError::Lost {
             session: session.to_owned(),
             incarnation,
@@ -621,24 +629,8 @@ impl Directory {
     ) -> Result<(u64, Vec<u64>), DirectoryError> {
         let expected = read.incarnation;
         let next = expected.saturating_add(1);
-        let mut c = self.conn.clone();
-        let mut call = TAKE_OVER.prepare_invoke();
-        call.key(rec(session))
-            .key(applied_key(session))
-            .key(released_key(session))
-            .arg(&self.node)
-            .arg(next)
-            .arg(save.image)
-            .arg(save.version)
-            .arg(expected)
-            .arg(read.version);
-        for list in [save.applied, save.bound, save.released] {
-            call.arg(list.len());
-            for item in list {
-                call.arg(item);
-            }
-        }
-        let out: Vec<i64> = call.invoke_async(&mut c).await?;
+        let head = [next, expected, read.version];
+        let out = self.invoke(&TAKE_OVER, session, &head, save).await?;
         if let Some(counts) = counts(&out) {
             return Ok((next, counts));
         }
