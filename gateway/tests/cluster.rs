@@ -327,24 +327,7 @@ async fn a_node_without_a_shared_resume_key_is_refused_at_start() {
     ));
 }
 
-/// Each scenario on one redis-server and on a three-master Redis Cluster.
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod every_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    for store in super::stores::all() {
-                        eprintln!("on {}", store.name());
-                        super::$name(&store.target()).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_store!(
+stores::on_every_store!(
     a_session_moves_to_another_node_with_everything_it_acknowledged,
     an_id_live_on_one_node_cannot_be_opened_on_another,
     a_draining_node_hands_its_sessions_off,

@@ -300,24 +300,7 @@ async fn a_malformed_record_is_named() {
     ));
 }
 
-/// Each scenario on one redis-server and on a three-master Redis Cluster.
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod every_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    for store in super::stores::all() {
-                        eprintln!("on {}", store.name());
-                        super::$name(&store.target()).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_store!(
+stores::on_every_store!(
     ownership_is_a_compare_and_set_on_the_incarnation,
     one_of_many_concurrent_takeovers_wins,
     saves_log_applied_input_in_order_and_count_each_release,

@@ -18,7 +18,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::cluster::{Directory, RedisCluster, RedisServer, RedisTarget};
+use duplex_gateway::cluster::{Directory, LocalRedis, RedisTarget};
 use duplex_gateway::loadgen;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -159,12 +159,6 @@ fn redis_args(target: &RedisTarget) -> Vec<String> {
     }
 }
 
-/// The store the nodes share, kept running for the whole run.
-enum Store {
-    Server(RedisServer),
-    Cluster(RedisCluster),
-}
-
 /// SIGTERM, then up to 10 s for the drain, then SIGKILL.
 async fn drain(node: &mut Node) {
     let _ = Command::new("kill")
@@ -205,15 +199,9 @@ async fn run(args: &Args) -> Result<bool, String> {
     if args.nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
-    let store = if args.redis_cluster {
-        Store::Cluster(RedisCluster::start().map_err(|e| e.to_string())?)
-    } else {
-        Store::Server(RedisServer::start().map_err(|e| e.to_string())?)
-    };
-    let target = match &store {
-        Store::Server(s) => RedisTarget::Server(s.url()),
-        Store::Cluster(c) => RedisTarget::Cluster(c.urls()),
-    };
+    // Kept running for the whole run.
+    let store = LocalRedis::start(args.redis_cluster).map_err(|e| e.to_string())?;
+    let target = store.target();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let logs = match &args.logs {
         Some(dir) => dir.clone(),
@@ -309,10 +297,7 @@ async fn run(args: &Args) -> Result<bool, String> {
     println!("{}", report.detail());
     println!("{}", report.line());
     let released_once = tally.exactly_once() && left == 0;
-    let redis = match &store {
-        Store::Server(_) => "server",
-        Store::Cluster(_) => "cluster3",
-    };
+    let redis = store.name();
     println!(
         "cluster: nodes={} redis={redis} kills={kills} drains={drains} requests={} sessions_left={left} released_once={released_once}",
         args.nodes, tally.bound

@@ -14,4 +14,4 @@ mod server;
 pub use directory::{Directory, DirectoryError, Record, RedisTarget, ReleaseTally, Save};
 pub use node::ClusterConfig;
 pub(crate) use node::Node;
-pub use server::{RedisCluster, RedisServer, RedisServerError};
+pub use server::{LocalRedis, RedisCluster, RedisServer, RedisServerError};

@@ -227,3 +227,50 @@ impl Drop for RedisCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A throwaway store of either kind: one server, or a three-master
+/// cluster. What the local cluster command and the tests start.
+///
+/// ```no_run
+/// let store = duplex_gateway::cluster::LocalRedis::start(true)?;
+/// assert!(matches!(store.target(), duplex_gateway::cluster::RedisTarget::Cluster(_)));
+/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// ```
+#[derive(Debug)]
+pub enum LocalRedis {
+    /// One `redis-server`.
+    Server(RedisServer),
+    /// A three-master Redis Cluster.
+    Cluster(RedisCluster),
+}
+
+impl LocalRedis {
+    /// A cluster if `cluster`, else one server.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::start`] and [`RedisCluster::start`].
+    pub fn start(cluster: bool) -> Result<Self, RedisServerError> {
+        Ok(if cluster {
+            LocalRedis::Cluster(RedisCluster::start()?)
+        } else {
+            LocalRedis::Server(RedisServer::start()?)
+        })
+    }
+
+    /// Where it is, as a node connects to it.
+    pub fn target(&self) -> super::RedisTarget {
+        match self {
+            LocalRedis::Server(s) => super::RedisTarget::Server(s.url()),
+            LocalRedis::Cluster(c) => super::RedisTarget::Cluster(c.urls()),
+        }
+    }
+
+    /// What it is, in a word or two (`server`, `cluster3`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            LocalRedis::Server(_) => "server",
+            LocalRedis::Cluster(_) => "cluster3",
+        }
+    }
+}

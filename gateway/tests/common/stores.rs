@@ -3,29 +3,7 @@
 //! `redis-server` on PATH the tests say they are skipped, unless
 //! `DUPLEX_REQUIRE_REDIS=1` (CI), which makes both stores required.
 
-use duplex_gateway::cluster::{RedisCluster, RedisServer, RedisTarget};
-
-/// A running store.
-pub enum Store {
-    Server(RedisServer),
-    Cluster(RedisCluster),
-}
-
-impl Store {
-    pub fn target(&self) -> RedisTarget {
-        match self {
-            Store::Server(s) => RedisTarget::Server(s.url()),
-            Store::Cluster(c) => RedisTarget::Cluster(c.urls()),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Store::Server(_) => "one redis-server",
-            Store::Cluster(_) => "a three-master Redis Cluster",
-        }
-    }
-}
+use duplex_gateway::cluster::{LocalRedis, RedisServer};
 
 /// Says why a test did not run where `cargo test` shows it: straight to
 /// the process's stderr (the test harness captures only the print macros).
@@ -52,13 +30,13 @@ pub fn server() -> Option<RedisServer> {
 }
 
 /// Both stores (the cluster only where it can be started).
-pub fn all() -> Vec<Store> {
+pub fn all() -> Vec<LocalRedis> {
     let Some(server) = server() else {
         return Vec::new();
     };
-    let mut stores = vec![Store::Server(server)];
-    match RedisCluster::start() {
-        Ok(cluster) => stores.push(Store::Cluster(cluster)),
+    let mut stores = vec![LocalRedis::Server(server)];
+    match LocalRedis::start(true) {
+        Ok(cluster) => stores.push(cluster),
         Err(e) => {
             assert!(
                 !required(),
@@ -69,3 +47,26 @@ pub fn all() -> Vec<Store> {
     }
     stores
 }
+
+/// Runs each named scenario (an `async fn(&RedisTarget)` of the test
+/// file) on one redis-server and on a three-master Redis Cluster, as one
+/// test each.
+// Test files without Redis scenarios include `common` too.
+#[allow(unused_macros)]
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {
+        mod every_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    for store in crate::common::stores::all() {
+                        eprintln!("on {}", store.name());
+                        super::$name(&store.target()).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_store;
