@@ -120,6 +120,15 @@ const TOKEN: base64::engine::GeneralPurpose = base64::engine::general_purpose::U
 
 /// The shortest resume key a gateway accepts: 32 bytes, HMAC-SHA256's
 /// output size (a shorter key would be the weakest part of a token).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use duplex_gateway::{Config, Gateway, RESUME_KEY_MIN};
+/// let key = vec![7u8; RESUME_KEY_MIN];
+/// assert!(Gateway::new(Config { resume_key: Some(key), ..Config::default() }).is_ok());
+/// # }
+/// ```
 pub const RESUME_KEY_MIN: usize = 32;
 
 impl Keys {

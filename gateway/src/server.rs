@@ -90,6 +90,14 @@ impl Gateway {
     }
 
     /// This node's name in its cluster (`None`: a lone gateway).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let gw = duplex_gateway::Gateway::new(duplex_gateway::Config::default()).unwrap();
+    /// assert_eq!(gw.node_name(), None);
+    /// # }
+    /// ```
     pub fn node_name(&self) -> Option<&str> {
         self.shared.node.as_ref().map(|n| n.directory.node())
     }

@@ -327,9 +327,44 @@ async fn a_node_without_a_shared_resume_key_is_refused_at_start() {
     ));
 }
 
+async fn a_forged_token_on_another_node_changes_nothing(redis: &RedisTarget) {
+    let (a, b) = (node(redis, "a").await, node(redis, "b").await);
+    let mut on_a = connect(&a.url).await;
+    let token = open(&mut on_a, "call-4").await;
+    assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
+    let d = Directory::connect_to(redis, "test").await.unwrap();
+    let before = d.load("call-4").await.unwrap().unwrap();
+
+    let mut on_b = connect(&b.url).await;
+    let last = if token.ends_with('A') { 'B' } else { 'A' };
+    let forged = format!("{}{last}", &token[..token.len() - 1]);
+    for (id, token) in [
+        ("call-4", forged.as_str()),
+        ("no-such-call", token.as_str()),
+    ] {
+        send(
+            &mut on_b,
+            json!({"type": "session.open", "session_id": id, "resume_token": token}),
+        )
+        .await;
+        assert_eq!(kind(&reply(&mut on_b).await), "resume_refused");
+    }
+    // The session is still A's, as it was, and A still serves it.
+    assert_eq!(d.load("call-4").await.unwrap().unwrap(), before);
+    assert_eq!(appended(&mut on_a, "e2", 0).await, (2, false));
+    send(&mut on_b, chunk("x", 0, 0)).await;
+    assert_eq!(kind(&reply(&mut on_b).await), "no_session");
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        let counters = n.served.await.unwrap();
+        assert_eq!(counters.taken_over, 0);
+    }
+}
+
 stores::on_every_store!(
     a_session_moves_to_another_node_with_everything_it_acknowledged,
     an_id_live_on_one_node_cannot_be_opened_on_another,
     a_draining_node_hands_its_sessions_off,
     clients_moving_between_nodes_lose_nothing_and_release_once,
+    a_forged_token_on_another_node_changes_nothing,
 );

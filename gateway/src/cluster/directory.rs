@@ -99,7 +99,14 @@ pub enum DirectoryError {
     },
 }
 
-/// A session's record: its owner, incarnation and last saved image.
+/// A session's record: its owner, incarnation and last saved image
+/// ([`Directory::load`]; a takeover names the one it read).
+///
+/// ```
+/// use duplex_gateway::cluster::Record;
+/// let r = Record { node: "n1-3f2a9c1d".into(), incarnation: 2, version: 41, image: vec![1, 2] };
+/// assert_eq!(Record { incarnation: 3, ..r.clone() }.node, r.node);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The node that owns the session.
@@ -114,6 +121,14 @@ pub struct Record {
 
 /// Engine requests over the whole directory, by how often each was
 /// released.
+///
+/// ```
+/// use duplex_gateway::cluster::ReleaseTally;
+/// let mut t = ReleaseTally { bound: 2, ..ReleaseTally::default() };
+/// assert!(t.exactly_once());
+/// t.twice.push("r7".into());
+/// assert!(!t.exactly_once());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReleaseTally {
     /// Requests recorded as bound.
