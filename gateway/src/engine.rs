@@ -79,6 +79,7 @@ pub(crate) async fn stream_response(
     // node of a cluster that cannot store it drops the session, whose
     // stored state still holds the request for the next owner to release.
     let stored = !released
+        || shared.node.is_none()
         || shared
             .store(
                 &session,

@@ -404,11 +404,11 @@ impl Connection {
         }
         // The engine starts a request only once the directory knows it is
         // bound: whoever takes the session over then releases it.
-        let changes = Changes {
-            bound: vec![request.as_str().to_owned()],
-            ..Changes::default()
-        };
         if self.shared.node.is_some() {
+            let changes = Changes {
+                bound: vec![request.as_str().to_owned()],
+                ..Changes::default()
+            };
             if let Some(refusal) = self.stored(&held.session, changes, None).await {
                 return Some(refusal);
             }
