@@ -14,7 +14,7 @@ use duplex_core::{
     Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
     Modes, OpenOptions, Session,
 };
-use duplex_std::{ManagerConfig, SessionManager};
+use duplex_std::{ManagerConfig, SessionManager, Sessions};
 
 const MODE: InputMode = InputMode::AppendAudioChunk;
 
@@ -141,6 +141,30 @@ fn manager_benches(c: &mut Criterion) {
             // A host reads the released ids (to cancel them in the engine).
             let released = m.close(&f, CloseReason::ExplicitClose).expect("close");
             black_box(released.as_ref().map(|ids| ids.len()));
+        });
+    });
+
+    // A host holding a session's id (and a key) among 10,000: the
+    // per-call cost of reaching it, by id and by key.
+    let mut m = manager_with(10_000);
+    let f = Fence::new(id("session-4242"), 0);
+    g.bench_function("append_by_id_10k", |b| {
+        b.iter(|| {
+            black_box(
+                (&mut m)
+                    .update(&f.session, |s| s.append(&f, InputMode::AppendAudioChunk))
+                    .expect("append"),
+            )
+        });
+    });
+    let key = m.key(&f.session).expect("key");
+    g.bench_function("append_by_key_10k", |b| {
+        b.iter(|| {
+            black_box(
+                m.update_at(key, |s| s.append(&f, InputMode::AppendAudioChunk))
+                    .expect("key")
+                    .expect("append"),
+            )
         });
     });
 

@@ -4,7 +4,8 @@
 
 use allocation_counter::measure;
 use duplex_core::{
-    Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions, Session,
+    Activity, AnySession, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
+    Session,
 };
 use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager};
@@ -92,8 +93,39 @@ fn manager_steady_state_does_not_allocate() {
 }
 
 #[test]
+fn keyed_access_does_not_allocate() {
+    // The Python package's path: a SessionKey per session, the operations
+    // through the manager's books.
+    let clock = ManualClock::new(Instant::ZERO);
+    let mut m = SessionManager::new(&clock, ManagerConfig::default()).unwrap();
+    let fences: Vec<Fence> = (0..1_000)
+        .map(|i| Fence::new(id(&format!("s{i}")), 0))
+        .collect();
+    for f in &fences {
+        m.open(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
+            .unwrap();
+    }
+    let keys: Vec<_> = fences.iter().map(|f| m.key(&f.session).unwrap()).collect();
+    let llm = id("llm");
+    let info = measure(|| {
+        for (f, &key) in fences.iter().zip(&keys) {
+            m.update_at(key, |s| s.append(f, AUDIO)).unwrap().unwrap();
+            m.apply_at(key, |s, now| s.touch(f, Activity::ModelOutput, now))
+                .unwrap()
+                .unwrap();
+            m.update_at(key, |s| s.bind(f, 0, &llm)).unwrap().unwrap();
+            assert_eq!(m.get_at(key).unwrap().lease_generation(), 0);
+            let released = m.update_at(key, AnySession::release_all).unwrap().unwrap();
+            assert_eq!(released.len(), 1);
+        }
+        assert!(m.collect_expired([]).is_empty());
+    });
+    assert_eq!(info.count_total, 0, "{info:?}");
+}
+
+#[test]
 fn the_counter_sees_allocations() {
-    // Guards the two tests above against a counter that counts nothing.
+    // Guards the tests above against a counter that counts nothing.
     let info = measure(|| {
         let v: Vec<u8> = Vec::with_capacity(64);
         std::hint::black_box(v);

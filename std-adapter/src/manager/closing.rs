@@ -62,7 +62,7 @@ impl<
 
     /// Drops the session in `slot` (whose id has hash `hash`), which was
     /// in state `was` before it closed, and forgets it.
-    fn vacate(&mut self, slot: u32, hash: u64, was: StateKind) {
+    pub(super) fn vacate(&mut self, slot: u32, hash: u64, was: StateKind) {
         metrics::left(was);
         self.table.remove(slot, hash);
         self.deadlines.remove(slot);
@@ -290,6 +290,10 @@ impl<
         excluded: impl IntoIterator<Item = &'a Id<L>>,
     ) -> Vec<Expiry<L, R>> {
         let now = self.clock.now();
+        // Nothing due: nothing to look at (the common reaper tick).
+        if self.deadlines.peek().is_none_or(|(key, _)| key > now) {
+            return Vec::new();
+        }
         let mut deferred = std::mem::take(&mut self.deferred);
         // Excluded sessions leave the index for this pass.
         for session in excluded {

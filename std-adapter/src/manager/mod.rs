@@ -9,6 +9,7 @@
 
 mod closing;
 mod deadlines;
+mod keys;
 mod migrate;
 mod operations;
 mod table;
@@ -28,6 +29,7 @@ use deadlines::Deadlines;
 use table::Table;
 
 pub use closing::Released;
+pub use keys::SessionKey;
 pub use migrate::NotImported;
 
 /// Manager-wide settings.
@@ -290,10 +292,6 @@ impl<
     /// reads only if it needs the time); returns its result and, if the
     /// session's deadline may have come earlier, the deadline (for a
     /// reaper that may have to wake).
-    ///
-    /// An operation that is not `timed` cannot move the session's deadline
-    /// earlier without changing its state (without a time it cannot record
-    /// activity, detach or end an operation), so only its state is compared.
     #[inline]
     pub(crate) fn run<T>(
         &mut self,
@@ -301,47 +299,60 @@ impl<
         timed: bool,
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, &C) -> Result<T, CoreError>,
     ) -> (Result<T, Error<L>>, Option<Instant>) {
-        let Some((slot, s)) = self.table.find(session).and_then(|slot| {
-            let s = self.table.entry(slot)?.as_mut()?;
-            Some((slot, s))
-        }) else {
-            metrics::refused(duplex_core::ErrorKind::UnknownSession);
-            let unknown = Error::UnknownSession {
-                session: session.clone(),
-            };
-            return (Err(unknown), None);
+        let found = self
+            .table
+            .find(session)
+            .and_then(|slot| self.run_slot(slot, timed, op));
+        if let Some((result, deadline)) = found {
+            return (result.map_err(Error::from), deadline);
+        }
+        metrics::refused(duplex_core::ErrorKind::UnknownSession);
+        let unknown = Error::UnknownSession {
+            session: session.clone(),
         };
-        let deadline = |s: &AnySession<SC, RC, R, B, D, A, L, K>| {
-            if timed {
-                s.deadline()
-            } else {
-                None
-            }
-        };
-        let (from, before) = (s.kind(), deadline(s));
+        (Err(unknown), None)
+    }
+
+    /// [`run`](Self::run) on the session in `slot`; `None` if the slot is
+    /// empty.
+    ///
+    /// The index holds lower bounds, so only a state change or a deadline
+    /// that came earlier than the session's entry (detach, ending the last
+    /// operation) touches it; the hot path (append, touch, lookups) does
+    /// not. An operation that is not `timed` cannot move the session's
+    /// deadline earlier without changing its state (without a time it
+    /// cannot record activity, detach or end an operation), so only its
+    /// state is compared.
+    #[inline]
+    fn run_slot<T>(
+        &mut self,
+        slot: u32,
+        timed: bool,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, &C) -> Result<T, CoreError>,
+    ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
+        let s = self.table.entry(slot)?.as_mut()?;
+        let from = s.kind();
         let result = op(s, &self.clock);
-        let (to, after) = (s.kind(), deadline(s));
+        let to = s.kind();
         if let Err(e) = &result {
             metrics::refused(e.kind());
         }
-        // The index holds lower bounds: only a state change or a deadline
-        // that came earlier (detach, ending the last operation) touches it;
-        // the hot path (append, touch, lookups) does not.
-        let earlier = match (before, after) {
-            (Some(b), Some(a)) => a < b,
-            (None, Some(_)) => true,
-            (_, None) => false,
-        };
-        if from != to {
-            tracing::debug!(%session, "state={from}=>{to}");
+        let deadline = if from != to {
+            tracing::debug!(session = %s.id(), "state={from}=>{to}");
             metrics::moved(from, to);
-        }
-        let deadline = if from != to || earlier {
             self.reschedule(slot)
+        } else if timed {
+            match s.deadline() {
+                Some(t) if self.deadlines.key(slot).is_none_or(|k| t < k) => {
+                    self.deadlines.lower_to(slot, t);
+                    Some(t)
+                }
+                _ => None,
+            }
         } else {
             None
         };
-        (result.map_err(Error::from), deadline)
+        Some((result, deadline))
     }
 
     /// Opens a session. The manager's completed-append limit applies.

@@ -47,6 +47,12 @@ pub(crate) struct Table<
     chunks: Vec<Chunk<SC, RC, R, B, D, A, L, K>>,
     /// Free slots below `chunks.len() * CHUNK`, reused last-freed first.
     free: Vec<u32>,
+    /// Per slot, how many sessions have left it: a [`SessionKey`] names a
+    /// slot and this count, so a key outlives its session only as a key
+    /// that no longer matches.
+    ///
+    /// [`SessionKey`]: super::SessionKey
+    stamps: Vec<u32>,
 }
 
 fn split(slot: u32) -> (usize, usize) {
@@ -78,6 +84,7 @@ impl<
             hasher: foldhash::fast::RandomState::default(),
             chunks: Vec::new(),
             free: Vec::new(),
+            stamps: Vec::new(),
         }
     }
 
@@ -106,6 +113,11 @@ impl<
     ) -> Option<&mut Option<AnySession<SC, RC, R, B, D, A, L, K>>> {
         let (c, i) = split(slot);
         self.chunks.get_mut(c)?.get_mut(i)
+    }
+
+    /// The stamp of `slot`: changes whenever a session leaves it.
+    pub(crate) fn stamp(&self, slot: u32) -> Option<u32> {
+        self.stamps.get(slot as usize).copied()
     }
 
     /// The hash of a session id, for [`find_hashed`](Self::find_hashed) and
@@ -164,6 +176,7 @@ impl<
             // build 25 KB on the stack first).
             let chunk: Chunk<SC, RC, R, B, D, A, L, K> = (0..CHUNK).map(|_| None).collect();
             self.chunks.push(chunk);
+            self.stamps.resize(self.slot_bound(), 0);
             // The rest of the chunk is free, lowest slot used first.
             self.free.extend((base + 1..base + CHUNK as u32).rev());
             (base, true)
@@ -199,6 +212,9 @@ impl<
         if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
             entry.remove();
             self.free.push(slot);
+            if let Some(stamp) = self.stamps.get_mut(slot as usize) {
+                *stamp = stamp.wrapping_add(1);
+            }
             if std::mem::needs_drop::<SC>() || std::mem::needs_drop::<RC>() {
                 if let Some(entry) = self.entry(slot) {
                     *entry = None;
