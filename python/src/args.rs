@@ -87,7 +87,10 @@ pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
 /// The `str` items of an iterable of ids, in order. Items of another type
 /// name no session or request, so they are skipped, as the seed's set and
 /// dict lookups skip them; a value that is not iterable is refused.
-pub(crate) fn str_items(value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
+pub(crate) fn str_items<'py>(
+    value: &Bound<'py, PyAny>,
+    name: &str,
+) -> PyResult<Vec<Bound<'py, PyString>>> {
     let items = value.try_iter().map_err(|_| {
         type_error(format!(
             "{name} must be an iterable of str, got {}",
@@ -97,9 +100,15 @@ pub(crate) fn str_items(value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<St
     let mut out = Vec::new();
     for item in items {
         let item = item.map_err(|e| with_kind(e, INVALID_ARGUMENT))?;
-        if let Ok(s) = item.cast::<PyString>() {
-            out.push(s.to_str()?.to_owned());
+        if let Ok(s) = item.cast_into::<PyString>() {
+            out.push(s);
         }
     }
     Ok(out)
+}
+
+/// The text of each of `items` (borrowed from the Python strings, which
+/// keep their UTF-8 form).
+pub(crate) fn texts<'a>(items: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
+    items.iter().map(|s| s.to_str()).collect()
 }

@@ -160,6 +160,59 @@ pub(crate) fn fence_object<'py, const L: usize>(
     ))
 }
 
+/// A fence's values, read from the core under a host's lock and made a
+/// `DuplexFence` after it.
+#[derive(Debug, Clone)]
+pub(crate) struct FenceValues {
+    session: String,
+    epoch: u64,
+    turn: u64,
+    response: u64,
+    incarnation: u64,
+}
+
+impl FenceValues {
+    pub(crate) fn of<const L: usize>(fence: &Fence<L>) -> Self {
+        FenceValues {
+            session: fence.session.as_str().to_owned(),
+            epoch: fence.epoch,
+            turn: fence.turn,
+            response: fence.response,
+            incarnation: fence.incarnation,
+        }
+    }
+
+    /// `object` if it still has these values (the fence object a session
+    /// remembered), otherwise a new `DuplexFence`.
+    pub(crate) fn current<'py>(
+        &self,
+        py: Python<'py>,
+        object: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(object) = object {
+            let arg = FenceArg::read(object.bind(py))?;
+            if arg.session_id.to_str()? == self.session
+                && (arg.epoch, arg.turn, arg.response, arg.incarnation)
+                    == (self.epoch, self.turn, self.response, self.incarnation)
+            {
+                return Ok(object.into_bound(py));
+            }
+        }
+        self.object(py)
+    }
+
+    /// The `DuplexFence`.
+    pub(crate) fn object<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        fence_class(py)?.call1((
+            self.session.as_str(),
+            self.epoch,
+            self.turn,
+            self.response,
+            self.incarnation,
+        ))
+    }
+}
+
 /// The core's value for `object` if it is one of the enum class's members,
 /// found by identity (a pointer comparison) before anything reads
 /// `.value`. `cell` holds the members with their values, built on first use.
@@ -363,4 +416,9 @@ impl<'py> ReservationArg<'py> {
             self.update,
         ))
     }
+}
+
+/// Request ids as Python will list them.
+pub(crate) fn names<'a, const L: usize>(ids: impl IntoIterator<Item = &'a Id<L>>) -> Vec<String> {
+    ids.into_iter().map(|id| id.as_str().to_owned()).collect()
 }

@@ -112,3 +112,33 @@ fn repr(text: &str) -> String {
             .map_or_else(|_| format!("{text:?}"), |r| r.to_string())
     })
 }
+
+/// The refusal of an operation on a closed session.
+pub(crate) fn gone() -> PyErr {
+    with_kind(
+        PyRuntimeError::new_err("duplex session is closed: only its final facts can be read"),
+        "wrong_state",
+    )
+}
+
+/// A manager's refusal of an open, as the seed words it.
+pub(crate) fn std_error<const L: usize>(e: duplex_std::Error<L>, id: &str) -> PyErr {
+    match e {
+        duplex_std::Error::SessionExists { .. } => with_kind(
+            pyo3::exceptions::PyValueError::new_err(format!("Duplex session already exists: {id}")),
+            "session_exists",
+        ),
+        duplex_std::Error::CapacityExhausted { limit } => with_kind(
+            PyRuntimeError::new_err(format!("duplex_session_capacity_exhausted: limit={limit}")),
+            "capacity_exhausted",
+        ),
+        duplex_std::Error::Session(e) => core_error(
+            e,
+            Context {
+                session: id,
+                ..Context::default()
+            },
+        ),
+        _ => gone(),
+    }
+}

@@ -8,10 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyTuple};
 
 use crate::args;
-use crate::convert::{self, FenceArg};
-use crate::core::on;
+use crate::convert::{self, names, FenceArg};
 use crate::errors::{core_error, fence_mismatch, generation_mismatch, with_kind, Context};
-use crate::session::{gone, ids_list, Inner, PySession};
+use crate::host::{apply, read, update, Core};
+use crate::session::{ids_list, unfinished, Inner, PySession};
 
 /// The lease view's operations (`session.lease`, in `_lease.py`).
 #[pymethods]
@@ -19,48 +19,44 @@ impl PySession {
     /// `(config, generation, last_activity, detached_at, active_operations,
     /// terminal_reason)` in the seed's types.
     fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let inner = self.lock(py);
+        let mut g = self.lock(py);
         let ops = PySet::empty(py)?;
+        let (core, inner) = g.parts()?;
         let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
-        if let (None, Some(closed)) = (&inner.core, &inner.closed) {
-            let last = inner.facts.map_or(Instant::ZERO, |f| f.last_activity);
+        let config = inner.lease_config.clone_ref(py).into_bound(py);
+        let Some(core) = core else {
+            let (generation, last) = inner.closed.as_ref().map_or((0, Instant::ZERO), |c| {
+                (c.generation, c.facts.last_activity)
+            });
+            drop(g);
             return PyTuple::new(
                 py,
                 [
-                    inner.lease_config.clone_ref(py).into_bound(py),
-                    closed.generation.into_pyobject(py)?.into_any(),
+                    config,
+                    generation.into_pyobject(py)?.into_any(),
                     convert::seconds(last).into_pyobject(py)?.into_any(),
                     py.None().into_bound(py),
                     ops.into_any(),
                     reason.into_pyobject(py)?.into_any(),
                 ],
             );
+        };
+        let (generation, detached, last, active) = read!(&*core.managers, core.key, |s| {
+            let detached = s.as_detached().map(|d| d.state().since());
+            let (last, active) =
+                unfinished!(s, t => (t.last_activity(), names(t.active_operations())))
+                    .unwrap_or_default();
+            (s.lease_generation(), detached, last, active)
+        })
+        .unwrap_or_default();
+        drop(g);
+        for op in active {
+            ops.add(op)?;
         }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        let generation = on!(core, s => s.lease_generation());
-        let mut last = None;
-        let mut detached = None;
-        on!(core, s => {
-            if let Some(d) = s.as_detached() {
-                detached = Some(d.state().since());
-            }
-            crate::session::unfinished!(&**s, t => {
-                last = Some(t.last_activity());
-                for op in t.active_operations() {
-                    ops.add(op.as_str())?;
-                }
-                Ok::<_, PyErr>(())
-            })
-            .transpose()?;
-        });
-        let last = last
-            .or(inner.facts.map(|f| f.last_activity))
-            .unwrap_or(Instant::ZERO);
-        let reason = inner.terminal_reason.as_ref().map(|r| r.clone_ref(py));
         PyTuple::new(
             py,
             [
-                inner.lease_config.clone_ref(py).into_bound(py),
+                config,
                 generation.into_pyobject(py)?.into_any(),
                 convert::seconds(last).into_pyobject(py)?.into_any(),
                 detached.map(convert::seconds).into_pyobject(py)?.into_any(),
@@ -102,8 +98,8 @@ impl PySession {
             ("resume", Some(a)) => a.extract::<u64>().ok(),
             _ => None,
         };
-        let mut inner = self.lock(py);
-        if let Some(reason) = &inner.terminal_reason {
+        let mut g = self.lock(py);
+        if let Some(reason) = &g.inner()?.terminal_reason {
             let reason = reason.bind(py).to_str()?.to_owned();
             return Err(with_kind(
                 PyRuntimeError::new_err(format!("duplex lease is terminal: {reason}")),
@@ -114,44 +110,30 @@ impl PySession {
             operation: text.as_deref(),
             ..self.cx(py)
         };
-        let result: Result<Option<u64>, CoreError> = match op {
-            "detach" => {
-                let core = inner.core.as_mut().ok_or_else(gone)?;
-                on!(core, s => {
-                    let f = s.fence().clone();
-                    s.detach(&f, now).map(|()| None)
-                })
-            }
-            "resume" => {
-                let core = inner.core.as_mut().ok_or_else(gone)?;
-                on!(core, s => {
-                    let f = s.fence().clone();
+        // Each with the session's own fence.
+        let result: Result<Option<u64>, CoreError> = apply!(&mut g.core()?, now, [], |s, now| {
+            let f = s.fence().clone();
+            match (op, activity, text.as_deref()) {
+                ("detach", _, _) => s.detach(&f, now).map(|()| None),
+                ("resume", _, _) => {
                     let other = s.lease_generation().wrapping_add(1);
                     s.resume(&f, expected.unwrap_or(other), now).map(Some)
-                })
+                }
+                ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
+                ("begin", _, Some(t)) => match Id::new(t) {
+                    Ok(id) => s.begin_operation(&f, &id, now).map(|()| None),
+                    Err(e) => Err(e),
+                },
+                ("end", _, Some(t)) => match Id::new(t) {
+                    Ok(id) => s.end_operation(&f, &id, now).map(|()| None),
+                    Err(_) => Err(CoreError::OperationNotActive),
+                },
+                _ => Err(CoreError::WrongState {
+                    operation: "lease operation",
+                    state: s.kind(),
+                }),
             }
-            _ => {
-                let core = inner.core.as_mut().ok_or_else(gone)?;
-                on!(core, s => {
-                    let f = s.fence().clone();
-                    match (op, activity, text.as_deref()) {
-                        ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
-                        ("begin", _, Some(t)) => match Id::new(t) {
-                            Ok(id) => s.begin_operation(&f, &id, now).map(|()| None),
-                            Err(e) => Err(e),
-                        },
-                        ("end", _, Some(t)) => match Id::new(t) {
-                            Ok(id) => s.end_operation(&f, &id, now).map(|()| None),
-                            Err(_) => Err(CoreError::OperationNotActive),
-                        },
-                        _ => Err(CoreError::WrongState {
-                            operation: "lease operation",
-                            state: s.kind(),
-                        }),
-                    }
-                })
-            }
-        };
+        })?;
         let out = match (op, expected, arg, result) {
             (
                 "resume",
@@ -163,20 +145,19 @@ impl PySession {
             ) => return Err(generation_mismatch(current, given)),
             (_, _, _, result) => result.map_err(|e| core_error(e, cx))?,
         };
-        self.reschedule(py, &inner);
         Ok(out)
     }
 
     /// The lease's `mark_terminal`: begin closing at the session's fence.
     fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
         let reason = args::string(reason, "reason")?;
-        let mut inner = self.lock(py);
-        if inner.terminal_reason.is_some() {
+        let mut g = self.lock(py);
+        if g.inner()?.terminal_reason.is_some() {
             return Ok(false);
         }
-        let fence = self.fence_obj(py, &mut inner)?;
+        let fence = self.fence_obj(py, &mut g)?;
         let arg = FenceArg::read(&fence)?;
-        self.begin_close_locked(py, &mut inner, &arg, reason)
+        self.begin_close_locked(py, &mut g, &arg, reason)
     }
 }
 
@@ -192,9 +173,9 @@ impl PySession {
     ) -> PyResult<Bound<'py, PyList>> {
         let c = self.arg(cancelled)?;
         let n = self.arg(next)?;
-        let mut inner = self.lock(py);
+        let mut g = self.lock(py);
         // The state comes before the fences (SPEC §8's precedence).
-        let state = PySession::kind(&inner);
+        let state = g.kind()?;
         if !matches!(state, StateKind::Open | StateKind::Detached) {
             let e = CoreError::WrongState {
                 operation: "cancel",
@@ -202,7 +183,7 @@ impl PySession {
             };
             return Err(core_error(e, self.cx(py)));
         }
-        let current = self.fence_obj(py, &mut inner)?;
+        let current = self.fence_obj(py, &mut g)?;
         let cur = FenceArg::read(&current)?;
         let sid = self.id(py).to_str()?;
         if c.session_id.to_str()? != sid || c.incarnation != cur.incarnation {
@@ -216,20 +197,20 @@ impl PySession {
             return Err(fence_mismatch(&current, cancelled));
         }
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        let ids = on!(core, s => {
-            let (cf, nf) = (c.fence()?, n.fence()?);
-            let result = if release {
-                s.cancel(&cf, &nf).map(|ids| ids.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>())
+        let advance = key(&n) > key(&cur);
+        let ids = update!(&mut g.core()?, [let cf = c.fence()?, let nf = n.fence()?], |s| {
+            if release {
+                s.cancel(&cf, &nf).map(|ids| names(&ids))
             } else {
-                let advanced = if key(&n) > key(&cur) { s.accept_fence(&nf) } else { Ok(()) };
-                advanced.and_then(|()| s.resource_request_ids(Some(&cf), None))
-                    .map(|ids| ids.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>())
-            };
-            Ok::<_, PyErr>(result)
+                let advanced = if advance { s.accept_fence(&nf) } else { Ok(()) };
+                advanced
+                    .and_then(|()| s.resource_request_ids(Some(&cf), None))
+                    .map(|ids| names(&ids))
+            }
         })?
         .map_err(|e| core_error(e, cx))?;
-        self.remember(&mut inner, &n);
+        PySession::remember(&mut g, &n)?;
+        drop(g);
         ids_list(py, ids.iter().map(String::as_str))
     }
 }
@@ -237,19 +218,22 @@ impl PySession {
 /// Drops the Python records of completed appends the core no longer holds
 /// (evicted, replaced, or cleared by a new epoch), once they are as many
 /// again as the live ones: amortised O(1) per record.
-pub(crate) fn prune_records(inner: &mut Inner) {
-    let Some(core) = inner.core.as_ref() else {
-        return;
-    };
-    let live =
-        on!(core, s => crate::session::unfinished!(&**s, t => t.completed_records().count()))
-            .unwrap_or(0);
-    if inner.records_len() <= 2 * live + 16 {
-        return;
+/// Returns the records dropped, for the caller to release after it
+/// unlocks the host (dropping a Python object can run Python code).
+pub(crate) fn prune_records(core: &Core<'_>, inner: &mut Inner) -> Vec<(i64, Py<PyTuple>)> {
+    let live = read!(&*core.managers, core.key, |s| {
+        unfinished!(s, t => t.completed_records().count())
+    })
+    .flatten()
+    .unwrap_or(0);
+    if inner.records.len() <= 2 * live + 16 {
+        return Vec::new();
     }
     let mut keep: Vec<i64> = Vec::with_capacity(live);
-    on!(core, s => crate::session::unfinished!(&**s, t => {
-        keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
-    }));
-    inner.retain_records(&mut keep);
+    read!(&*core.managers, core.key, |s| {
+        unfinished!(s, t => {
+            keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
+        })
+    });
+    inner.retain_records(&mut keep)
 }

@@ -1,5 +1,6 @@
 //! `duplex_session._native`: the session and the manager of the Python
-//! package `duplex_session`, on duplex-core. The seed's plain value types,
+//! package `duplex_session`, on duplex-std's `SessionManager` (see
+//! `host`). The seed's plain value types,
 //! enums and exceptions are Python (`_types.py`); the state is here.
 //!
 //! Every operation reads its Python arguments (and the clock) before it
@@ -15,14 +16,14 @@
 mod args;
 mod classes;
 mod convert;
-mod core;
 mod errors;
+mod host;
 mod lease;
 mod manager;
+mod opening;
 mod ops;
 mod session;
 mod shapes;
-mod timers;
 mod views;
 
 use pyo3::prelude::*;

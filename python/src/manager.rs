@@ -1,51 +1,57 @@
-//! `DuplexSessionRuntimeManager`: the sessions by id, admission, and the
-//! reaper's deadlines.
+//! `DuplexSessionRuntimeManager`: a host's `duplex_std::SessionManager`
+//! (admission, the expiry index, request cleanup, slot reuse) with the
+//! seed's signatures, listing each session's object.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use duplex_core::Id;
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::args;
 use crate::classes;
-use crate::convert::{self, FenceArg};
-use crate::core::Profile;
+use crate::convert::{self, names, FenceArg, FenceValues};
 use crate::errors::with_kind;
-use crate::session::{Opening, PySession};
-use crate::timers::Timers;
-
-/// The sessions, each with the order it was opened in.
-type Table = HashMap<String, (u64, Py<PySession>)>;
+use crate::host::{each, Profile};
+use crate::session::{let_go, Opening, PySession, SessionHost};
 
 /// The seed's `DuplexSessionRuntimeManager`, thread-safe: a manager shared
-/// between Python threads takes its lock for each call (and each session
-/// its own), releasing the interpreter while it waits.
+/// between Python threads takes its host's lock for each call, releasing
+/// the interpreter while it waits.
 #[pyclass(
     frozen,
     name = "DuplexSessionRuntimeManager",
     module = "duplex_session"
 )]
 pub(crate) struct PyManager {
-    sessions: Mutex<Table>,
+    host: Arc<SessionHost>,
     clock: Py<PyAny>,
     max_sessions: Option<usize>,
     completed_limit: usize,
     profile: Profile,
-    timers: Arc<Timers>,
-    next_order: AtomicU64,
-    /// Storage of closed sessions, reused by the next opens (never held
-    /// while Python code runs).
-    pool: Mutex<Vec<crate::core::CoreAny>>,
     default_lease: pyo3::sync::PyOnceLock<Py<PyAny>>,
     last_lease: Mutex<Option<(Py<PyAny>, duplex_core::LeaseConfig)>>,
 }
 
-/// Closed sessions' storage kept for reuse: at most this many.
-const POOL: usize = 16;
+impl Drop for PyManager {
+    /// The host lists each session's object and each object holds the
+    /// host: a manager that goes lets its objects go (they keep working,
+    /// as sessions on their own).
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            let handles: Vec<Py<PySession>> = {
+                let mut host = self.host.lock(py);
+                host.side
+                    .iter_mut()
+                    .flatten()
+                    .filter_map(|(_, inner)| inner.handle.take())
+                    .collect()
+            };
+            drop(handles);
+        });
+    }
+}
 
 /// A close reason argument: the given `str`, or `"explicit_close"`.
 fn close_reason<'py>(
@@ -63,34 +69,30 @@ fn invalid(message: String) -> PyErr {
 }
 
 impl PyManager {
-    fn table(&self, py: Python<'_>) -> MutexGuard<'_, Table> {
-        self.sessions
-            .lock_py_attached(py)
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
+    /// The object of the session named `id`, if the manager lists one.
     fn lookup(&self, py: Python<'_>, id: &str) -> Option<Py<PySession>> {
-        self.table(py).get(id).map(|(_, s)| s.clone_ref(py))
+        let mut host = self.host.lock(py);
+        let key = each!(&host.managers, m => Id::new(id).ok().and_then(|id| m.key(&id)))?;
+        host.side(key)?.handle.as_ref().map(|h| h.clone_ref(py))
     }
 
-    /// Removes `id` if it is still `session`.
-    fn remove_if(&self, py: Python<'_>, id: &str, session: &Py<PySession>) {
-        let mut table = self.table(py);
-        if table.get(id).is_some_and(|(_, s)| s.is(session)) {
-            table.remove(id);
+    /// Stops listing `session` if this manager lists it and it is closed
+    /// (the seed's `if self._sessions.get(id) is session: pop`).
+    fn remove(&self, py: Python<'_>, session: &PySession) {
+        if !Arc::ptr_eq(&self.host, &session.host) {
+            return;
         }
-    }
-
-    /// Sessions in the order they were opened.
-    fn ordered(&self, py: Python<'_>) -> Vec<(String, Py<PySession>)> {
-        let table = self.table(py);
-        let mut rows: Vec<(u64, String, Py<PySession>)> = table
-            .iter()
-            .map(|(id, (order, s))| (*order, id.clone(), s.clone_ref(py)))
-            .collect();
-        drop(table);
-        rows.sort_by_key(|r| r.0);
-        rows.into_iter().map(|(_, id, s)| (id, s)).collect()
+        let Some(&key) = session.key.get() else {
+            return;
+        };
+        let mut host = self.host.lock(py);
+        let removed = each!(&mut host.managers, m => m.remove_closed_at(key));
+        let handle = match removed {
+            Some(Ok(())) => let_go(&mut host, key),
+            _ => None,
+        };
+        drop(host);
+        drop(handle);
     }
 }
 
@@ -176,15 +178,13 @@ impl PyManager {
             Some(c) => c,
             None => py.import("time")?.getattr("monotonic")?.unbind(),
         };
+        let host = SessionHost::new(profile, max_sessions, limit).map_err(invalid)?;
         Ok(PyManager {
-            sessions: Mutex::new(HashMap::new()),
+            host: Arc::new(host),
             clock,
             max_sessions,
             completed_limit: limit,
             profile,
-            timers: Arc::new(Timers::default()),
-            next_order: AtomicU64::new(0),
-            pool: Mutex::new(Vec::new()),
             default_lease: pyo3::sync::PyOnceLock::new(),
             last_lease: Mutex::new(None),
         })
@@ -208,7 +208,6 @@ impl PyManager {
         lease_config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PySession>> {
         let arg = FenceArg::read_exact(fence, "open_session")?;
-        let id = arg.session_id.to_str()?.to_owned();
         let mut opening = Opening {
             now: convert::now(self.clock.bind(py), None)?,
             capabilities: or_default(capabilities, || classes::capabilities_class(py)?.call0())?,
@@ -226,49 +225,17 @@ impl PyManager {
                     .clone())
             })?,
             lease: duplex_core::LeaseConfig::default(),
-            completed_limit: self.completed_limit,
             fence: arg,
         };
         opening.lease = self.lease(&opening.lease_config)?;
-        let reuse = self
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let session = PySession::open(
+        PySession::open(
             py,
+            Arc::clone(&self.host),
             opening,
             self.clock.clone_ref(py),
             self.profile,
-            Some(Arc::clone(&self.timers)),
-            reuse,
-        )?;
-        let session = Py::new(py, session)?;
-        let mut table = self.table(py);
-        if table.contains_key(&id) {
-            return Err(exists(&id));
-        }
-        if let Some(limit) = self.max_sessions {
-            if table.len() >= limit {
-                return Err(with_kind(
-                    PyRuntimeError::new_err(format!(
-                        "duplex_session_capacity_exhausted: limit={limit}"
-                    )),
-                    "capacity_exhausted",
-                ));
-            }
-        }
-        let order = self.next_order.fetch_add(1, Ordering::Relaxed);
-        table.insert(id, (order, session.clone_ref(py)));
-        drop(table);
-        if order % 64 == 63 {
-            self.compact(py);
-        }
-        let s = session.get();
-        let inner = s.lock(py);
-        s.reschedule(py, &inner);
-        drop(inner);
-        Ok(session)
+            true,
+        )
     }
 
     /// The session, or None (also for an id that is not a `str`, which no
@@ -322,16 +289,10 @@ impl PyManager {
         };
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
-        let Some(storage) = session.get().terminate_now(py, &arg, &reason)? else {
+        if !session.get().terminate_now(py, &arg, &reason)? {
             return Ok(None);
-        };
-        if let Some(storage) = storage {
-            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-            if pool.len() < POOL {
-                pool.push(storage);
-            }
         }
-        self.remove_if(py, &id, &session);
+        self.remove(py, session.get());
         Ok(Some(session))
     }
 
@@ -349,20 +310,20 @@ impl PyManager {
             return Ok(None);
         };
         let s = session.get();
-        let mut inner = s.lock(py);
-        s.begin_close_locked(py, &mut inner, &arg, &reason)?;
-        drop(inner);
+        let mut g = s.lock(py);
+        s.begin_close_locked(py, &mut g, &arg, &reason)?;
+        drop(g);
         Ok(Some(session))
     }
 
     /// Finalizes a closing session and removes it.
     fn finalize_close_session(&self, py: Python<'_>, session: Py<PySession>) -> PyResult<()> {
         let s = session.get();
-        let mut inner = s.lock(py);
-        s.finalize_locked(py, &mut inner)?;
-        drop(inner);
-        let id = s.id(py).to_str()?.to_owned();
-        self.remove_if(py, &id, &session);
+        let mut g = s.lock(py);
+        let ids = s.finalize_locked(py, &mut g)?;
+        drop(g);
+        drop(ids);
+        self.remove(py, s);
         Ok(())
     }
 
@@ -376,50 +337,60 @@ impl PyManager {
         excluded_session_ids: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let now = convert::now(self.clock.bind(py), now)?;
-        let excluded: Vec<String> = match excluded_session_ids.filter(|e| !e.is_none()) {
+        let excluded = match excluded_session_ids.filter(|e| !e.is_none()) {
             Some(e) => args::str_items(e, "excluded_session_ids")?,
             None => Vec::new(),
         };
-        let mut due = self.timers.due(now);
-        due.sort_unstable();
-        due.dedup();
-        let mut expired: Vec<(u64, Bound<'py, PyAny>)> = Vec::new();
-        let class = classes::expiry_class(py)?;
-        for id in due {
-            let Some((order, session)) =
-                self.table(py).get(&id).map(|(o, s)| (*o, s.clone_ref(py)))
-            else {
+        let excluded = args::texts(&excluded)?;
+        let mut host = self.host.lock(py);
+        // The manager's reaper: O(due), nothing allocated when nothing is.
+        let due = each!(&mut host.managers, m => {
+            m.clock().set(now);
+            // An id no session can have is excluded already.
+            let excluded: Vec<_> = excluded.iter().filter_map(|e| Id::new(e).ok()).collect();
+            m.collect_expired(&excluded)
+                .into_iter()
+                .map(|e| Expired {
+                    key: m.key(&e.session),
+                    id: e.session.as_str().to_owned(),
+                    reason: e.reason,
+                    fence: FenceValues::of(&e.fence),
+                    generation: e.lease_generation,
+                    submitted: names(&e.submitted),
+                    reserved: names(&e.reserved),
+                })
+                .collect::<Vec<_>>()
+        });
+        let mut rows = Vec::with_capacity(due.len());
+        for e in due {
+            let Some(inner) = e.key.and_then(|key| host.side(key)) else {
                 continue;
             };
-            let s = session.get();
-            if excluded.contains(&id) {
-                if let Some(at) = s.deadline(py) {
-                    self.timers.push(at, &id);
-                }
-                continue;
+            if inner.terminal_reason.is_none() {
+                inner.terminal_reason = Some(PyString::new(py, e.reason.as_str()).unbind());
             }
-            match s.expire_if_due(py, now) {
-                Some((reason, fence, generation, submitted, reserved)) => {
-                    let record = class.call1((
-                        id.as_str(),
-                        fence,
-                        generation,
-                        reason.as_str(),
-                        PyTuple::new(py, submitted)?,
-                        PyTuple::new(py, reserved)?,
-                    ))?;
-                    expired.push((order, record));
-                }
-                None => {
-                    if let Some(at) = s.deadline(py) {
-                        self.timers.push(at, &id);
-                    }
-                }
-            }
+            let object = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
+            rows.push((inner.order, object, e));
         }
-        self.compact(py);
-        expired.sort_by_key(|(order, _)| *order);
-        PyList::new(py, expired.into_iter().map(|(_, e)| e))
+        drop(host);
+        if rows.is_empty() {
+            return Ok(PyList::empty(py));
+        }
+        rows.sort_by_key(|(order, _, _)| *order);
+        let class = classes::expiry_class(py)?;
+        let mut expired = Vec::with_capacity(rows.len());
+        for (_, object, e) in rows {
+            let fence = e.fence.current(py, object)?;
+            expired.push(class.call1((
+                e.id.as_str(),
+                fence,
+                e.generation,
+                e.reason.as_str(),
+                PyTuple::new(py, e.submitted)?,
+                PyTuple::new(py, e.reserved)?,
+            ))?);
+        }
+        PyList::new(py, expired)
     }
 
     /// Begins closing every session holding one of `request_ids`; their
@@ -430,16 +401,29 @@ impl PyManager {
         request_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let wanted = args::str_items(request_ids, "request_ids")?;
-        let out = PyDict::new(py);
-        for (id, session) in self.ordered(py) {
-            let s = session.get();
-            let held = s.all_request_ids(py);
-            if !held.iter().any(|r| wanted.contains(r)) {
+        let wanted = args::texts(&wanted)?;
+        let mut host = self.host.lock(py);
+        let closing = each!(&mut host.managers, m => {
+            m.close_for_requests(&wanted)
+                .into_iter()
+                .map(|r| (m.key(&r.session), r.session.as_str().to_owned(), names(&r.ids)))
+                .collect::<Vec<_>>()
+        });
+        let mut rows = Vec::with_capacity(closing.len());
+        for (key, id, ids) in closing {
+            let Some(inner) = key.and_then(|key| host.side(key)) else {
                 continue;
+            };
+            if inner.terminal_reason.is_none() {
+                inner.terminal_reason = Some(pyo3::intern!(py, "request_cleanup").clone().unbind());
             }
-            if s.begin_close_current(py, "request_cleanup")? {
-                out.set_item(id, PyList::new(py, held)?)?;
-            }
+            rows.push((inner.order, id, ids));
+        }
+        drop(host);
+        rows.sort_by_key(|(order, _, _)| *order);
+        let out = PyDict::new(py);
+        for (_, id, ids) in rows {
+            out.set_item(id, PyList::new(py, ids)?)?;
         }
         Ok(out)
     }
@@ -451,11 +435,10 @@ impl PyManager {
         session_ids: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         for id in args::str_items(session_ids, "session_ids")? {
-            let Some(session) = self.lookup(py, &id) else {
+            let Some(session) = self.lookup(py, id.to_str()?) else {
                 continue;
             };
-            let s = session.get();
-            let terminal = PySession::is_terminal(&s.lock(py));
+            let terminal = session.get().lock(py).inner()?.terminal_reason.is_some();
             if terminal {
                 self.finalize_close_session(py, session)?;
             }
@@ -465,7 +448,7 @@ impl PyManager {
 
     /// How many sessions the manager holds (Closing ones included).
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.table(py).len()
+        each!(&self.host.lock(py).managers, m => m.len())
     }
 
     /// Profile, sessions held and limits.
@@ -476,7 +459,7 @@ impl PyManager {
         format!(
             "<DuplexSessionRuntimeManager profile='{}' sessions={} max_sessions={max} completed_append_limit={}>",
             self.profile.name(),
-            self.table(py).len(),
+            self.__len__(py),
             self.completed_limit
         )
     }
@@ -506,21 +489,6 @@ impl PyManager {
         }
         Ok(lease)
     }
-
-    /// Rebuilds the deadline hints when stale ones pile up.
-    fn compact(&self, py: Python<'_>) {
-        let sessions = self.table(py).len();
-        if self.timers.len() <= 2 * sessions + 64 {
-            return;
-        }
-        let mut hints = Vec::with_capacity(sessions);
-        for (id, session) in self.ordered(py) {
-            if let Some(at) = session.get().deadline(py) {
-                hints.push((at, id));
-            }
-        }
-        self.timers.replace(hints);
-    }
 }
 
 /// `value`, or `make()` when it is absent or None.
@@ -534,9 +502,13 @@ fn or_default<'py>(
     }
 }
 
-fn exists(id: &str) -> PyErr {
-    with_kind(
-        PyValueError::new_err(format!("Duplex session already exists: {id}")),
-        "session_exists",
-    )
+/// One session's expiry, read under the host's lock.
+struct Expired {
+    key: Option<duplex_std::SessionKey>,
+    id: String,
+    reason: duplex_core::CloseReason,
+    fence: FenceValues,
+    generation: u64,
+    submitted: Vec<String>,
+    reserved: Vec<String>,
 }

@@ -2,18 +2,18 @@
 //! Python arguments and the clock first, then locks the session, runs the
 //! core's operation, and answers with the seed's values.
 
-use duplex_core::{Error as CoreError, Id, StateKind};
+use duplex_core::{Error as CoreError, StateKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::args;
 use crate::classes;
-use crate::convert::{self, appended_object, FenceArg, ReservationArg};
-use crate::core::on;
+use crate::convert::{self, appended_object, names, FenceArg, ReservationArg};
+use crate::errors::gone;
 use crate::errors::{core_error, generation_mismatch, with_kind, Context};
-use crate::session::session_op;
-use crate::session::{gone, ids_list, PySession};
+use crate::host::{apply, each, update};
+use crate::session::{ids_list, op, PySession};
 
 #[pymethods]
 impl PySession {
@@ -21,17 +21,14 @@ impl PySession {
     /// the completed-append cache).
     fn accept_fence(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<()> {
         let arg = self.arg(fence)?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        let result = on!(core, s => arg.fence().map(|f| s.accept_fence(&f)))?;
-        match result {
-            Ok(()) => {
-                self.remember(&mut inner, &arg);
-                Ok(())
-            }
-            Err(e) => Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
-        }
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| update!(core, [let f = inner.fence(&arg)?], |s| s.accept_fence(&f))
+        )
     }
 
     /// Records activity.
@@ -45,20 +42,27 @@ impl PySession {
         let activity = convert::activity(activity)?;
         let now = self.now(py)?;
         let cx = self.cx(py);
-        session_op!(self, py, arg, cx, |s, f| s.touch(&f, activity, now))
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?], |s, t| s.touch(&f, activity, t))
+        )
     }
 
     /// The client went away (Open → Detached).
     fn detach(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<()> {
         let arg = self.arg(fence)?;
         let now = self.now(py)?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        let result = on!(core, s => s.detach(&arg.fence()?, now));
-        self.after(py, &mut inner, result, &arg, cx)?;
-        self.reschedule(py, &inner);
-        Ok(())
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?], |s, t| s.detach(&f, t))
+        )
     }
 
     /// Resume with the lease generation; returns the new generation.
@@ -75,22 +79,21 @@ impl PySession {
         let given = expected_lease_generation.extract::<u64>().ok();
         let arg = self.arg(fence)?;
         let now = self.now(py)?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
         // For a value that is not a generation, any generation but the
         // current one: the core's checks, in order, end in the mismatch.
-        let result = on!(core, s => {
-            let f = arg.fence()?;
-            let other = s.lease_generation().wrapping_add(1);
-            s.resume(&f, given.unwrap_or(other), now)
-        });
-        match (given, result) {
-            (None, Err(CoreError::GenerationMismatch { expected, .. })) => {
-                Err(generation_mismatch(expected, expected_lease_generation))
+        op!(self, py, arg, cx, |core, inner| {
+            let result = apply!(core, now, [let f = inner.fence(&arg)?], |s, t| {
+                let other = s.lease_generation().wrapping_add(1);
+                s.resume(&f, given.unwrap_or(other), t)
+            })?;
+            match (given, result) {
+                (None, Err(CoreError::GenerationMismatch { expected, .. })) => {
+                    Err(generation_mismatch(expected, expected_lease_generation))
+                }
+                (_, result) => Ok(result),
             }
-            (_, result) => self.after(py, &mut inner, result, &arg, cx),
-        }
+        })
     }
 
     /// Starts a lease operation.
@@ -108,11 +111,13 @@ impl PySession {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        session_op!(self, py, arg, cx, |s, f| s.begin_operation(
-            &f,
-            &convert::id(operation_id)?,
-            now
-        ))
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s, t| s.begin_operation(&f, &op, t))
+        )
     }
 
     /// Ends a lease operation.
@@ -129,14 +134,13 @@ impl PySession {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        session_op!(self, py, arg, cx, |s, f| s.end_operation(
-            &f,
-            &convert::id(operation_id)?,
-            now
-        ))?;
-        let inner = self.lock(py);
-        self.reschedule(py, &inner);
-        Ok(())
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s, t| s.end_operation(&f, &op, t))
+        )
     }
 
     /// Replaces the session configuration (a new generation).
@@ -173,23 +177,21 @@ impl PySession {
             .filter(|c| !c.is_none())
             .map(|c| crate::session::copy_dict(py, c))
             .transpose()?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        // The state first (a closing session refuses even an empty call),
-        // then the seed's shortcut: nothing given, nothing changes.
-        let state = PySession::kind(&inner);
-        if !matches!(state, StateKind::Open | StateKind::Detached) {
-            let e = CoreError::WrongState {
+        let given = (session_config.is_some(), runtime_config.is_some());
+        let mut g = self.lock(py);
+        // The core's rule: the state first (a closing session refuses even
+        // an empty call), then nothing given changes nothing.
+        let published = match g.parts()?.0 {
+            Some(mut core) => update!(&mut core, [], |s| s
+                .replace_configs(given.0.then_some(()), given.1.then_some(())))?,
+            None => Err(CoreError::WrongState {
                 operation: "replace_configs",
-                state,
-            };
-            return Err(core_error(e, cx));
-        }
-        if session_config.is_none() && runtime_config.is_none() {
-            return Ok(());
-        }
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        on!(core, s => s.replace_configs(Some(()), None)).map_err(|e| core_error(e, cx))?;
+                state: StateKind::Closed,
+            }),
+        };
+        published.map_err(|e| core_error(e, cx))?;
+        let inner = g.inner()?;
         if let Some(c) = session_config {
             inner.session_config = Some(c.unbind());
         }
@@ -215,11 +217,13 @@ impl PySession {
             request: Some(request_id),
             ..self.cx(py)
         };
-        session_op!(self, py, arg, cx, |s, f| s.reserve(
-            &f,
-            stage_id,
-            &convert::id(request_id)?
-        ))
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| update!(core, [let f = inner.fence(&arg)?, let request = convert::id(request_id)?], |s| s.reserve(&f, stage_id, &request))
+        )
     }
 
     /// Binds a stage request (reserve, accept the fence, submit).
@@ -238,11 +242,13 @@ impl PySession {
             request: Some(request_id),
             ..self.cx(py)
         };
-        session_op!(self, py, arg, cx, |s, f| s.bind(
-            &f,
-            stage_id,
-            &convert::id(request_id)?
-        ))
+        op!(
+            self,
+            py,
+            arg,
+            cx,
+            |core, inner| update!(core, [let f = inner.fence(&arg)?, let request = convert::id(request_id)?], |s| s.bind(&f, stage_id, &request))
+        )
     }
 
     /// Request ids of the stage bindings (at exactly `fence`, if given).
@@ -256,24 +262,24 @@ impl PySession {
             .filter(|f| !f.is_none())
             .map(|f| self.arg(f))
             .transpose()?;
-        let inner = self.lock(py);
+        let mut g = self.lock(py);
         // A closed session holds nothing.
-        let Some(core) = inner.core.as_ref() else {
+        let Some(core) = g.parts()?.0 else {
             return Ok(PyList::empty(py));
         };
-        on!(core, s => {
-            let at = arg.as_ref().map(FenceArg::fence).transpose();
-            match at {
+        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, mgr => {
+            match arg.as_ref().map(FenceArg::fence).transpose() {
                 // One entry per binding, as the seed lists them (a request
                 // bound on two stages appears twice).
-                Ok(at) => match s.stage_request_ids(at.as_ref()) {
-                    Ok(ids) => PyList::new(py, ids.iter().map(Id::as_str)),
-                    Err(e) => Err(core_error(e, self.cx(py))),
-                },
+                Ok(at) => mgr.get_at(core.key).map_or(Ok(Vec::new()), |s| {
+                    s.stage_request_ids(at.as_ref()).map(|ids| names(&ids))
+                }),
                 // An id no session can have: no binding is at that fence.
-                Err(_) => Ok(PyList::empty(py)),
+                Err(_) => Ok(Vec::new()),
             }
-        })
+        });
+        drop(g);
+        PyList::new(py, ids.map_err(|e| core_error(e, self.cx(py)))?)
     }
 
     /// Unique request ids of the resources, optionally at `fence` and by
@@ -300,29 +306,34 @@ impl PySession {
                 duplex_core::RequestState::Reserved
             }
         });
-        let inner = self.lock(py);
-        let Some(core) = inner.core.as_ref() else {
+        let mut g = self.lock(py);
+        let Some(core) = g.parts()?.0 else {
             return Ok(PyList::empty(py));
         };
-        on!(core, s => {
+        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, mgr => {
             match arg.as_ref().map(FenceArg::fence).transpose() {
-                Ok(at) => match s.resource_request_ids(at.as_ref(), state) {
-                    Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
-                    Err(e) => Err(core_error(e, self.cx(py))),
-                },
-                Err(_) => Ok(PyList::empty(py)),
+                Ok(at) => mgr.get_at(core.key).map_or(Ok(Vec::new()), |s| {
+                    s.resource_request_ids(at.as_ref(), state).map(|ids| names(&ids))
+                }),
+                Err(_) => Ok(Vec::new()),
             }
-        })
+        });
+        drop(g);
+        let ids = ids.map_err(|e| core_error(e, self.cx(py)))?;
+        ids_list(py, ids.iter().map(String::as_str))
     }
 
     /// Drops the bindings and resources of these request ids.
     fn release_request_ids(&self, py: Python<'_>, request_ids: &Bound<'_, PyAny>) -> PyResult<()> {
         let ids = args::str_items(request_ids, "request_ids")?;
-        let mut inner = self.lock(py);
-        if inner.core.is_none() {
+        let ids = args::texts(&ids)?;
+        let mut g = self.lock(py);
+        let Some(mut core) = g.parts()?.0 else {
             return Ok(()); // a closed session holds nothing
-        }
-        PySession::release_ids(&mut inner, &ids)
+        };
+        update!(&mut core, [], |s| s
+            .release_where(|id| ids.contains(&id.as_str())))?
+        .map_err(|e| core_error(e, Context::default()))
     }
 
     /// Phase one of an append: a `DuplexAppendReservation`; nothing changes.
@@ -335,28 +346,27 @@ impl PySession {
     ) -> PyResult<Bound<'py, PyAny>> {
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
-        let mut inner = self.lock(py);
         let cx = Context {
             mode: Some(m.as_str()),
             ..self.cx(py)
         };
-        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
-        let made = on!(core, s => {
+        let mut g = self.lock(py);
+        let core = g.core()?;
+        let made = each!(&*core.managers, mgr => {
             let f = arg.fence()?;
-            match s.prepare_append(&f, m) {
-                Ok(r) => Ok::<_, PyErr>(Ok((r.base_fence().epoch, r.base_input(), r.on_commit()))),
-                Err(e) => Ok(Err(e)),
-            }
-        })?;
+            mgr.get_at(core.key).ok_or_else(gone)?.prepare_append(&f, m).map(|r| {
+                (r.base_fence().epoch, r.base_input(), r.on_commit())
+            })
+        });
         let (base_epoch, (seq, turn_seq, key), on_commit) = match made {
             Ok(parts) => parts,
-            Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
+            Err(e) => return Err(self.refuse(py, &mut g, e, Some(fence), cx)),
         };
         // Preparing changes nothing: the base fence is the session's fence,
         // the object the seed would put there.
-        let base_fence = self.fence_obj(py, &mut inner)?;
+        let base_fence = self.fence_obj(py, &mut g)?;
         let key = key.map(|(turn, response)| (base_epoch, turn, response));
-        drop(inner);
+        drop(g);
         classes::reservation_class(py)?.call1((
             fence,
             mode,
@@ -375,19 +385,16 @@ impl PySession {
         reservation: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let parts = ReservationArg::read(reservation)?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        let committed = on!(core, s => {
-            match parts.rebuild() {
-                Ok(Some(r)) => s.commit_append(&r),
-                Ok(None) | Err(_) => Err(stale()),
-            }
-        });
+        let mut g = self.lock(py);
+        let committed = update!(&mut g.core()?, [let r = parts.rebuild()], |s| match &r {
+            Ok(Some(r)) => s.commit_append(r),
+            Ok(None) | Err(_) => Err(stale()),
+        })?;
         match committed {
             Ok(a) => {
-                self.remember(&mut inner, &parts.fence);
-                drop(inner);
+                PySession::remember(&mut g, &parts.fence)?;
+                drop(g);
                 appended_object(py, a)
             }
             Err(e) => Err(core_error(e, cx)),
@@ -408,20 +415,24 @@ impl PySession {
         let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
-        let mut inner = self.lock(py);
         let cx = Context {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        let core = inner.core.as_ref().ok_or_else(crate::session::gone)?;
-        let found = on!(core, s => {
-            let f = arg.fence()?;
+        let mut g = self.lock(py);
+        let (core, inner) = g.parts()?;
+        let core = core.ok_or_else(gone)?;
+        let found = each!(&*core.managers, mgr => {
+            let f = inner.fence(&arg)?;
             let op = convert::id(operation_id)?;
-            Ok::<_, PyErr>(s.completed(&f, &op, m, r#final.into()).map(|r| r.and_then(|r| r.first().copied())))
-        })?;
+            mgr.get_at(core.key)
+                .ok_or_else(gone)?
+                .completed(&f, &op, m, r#final.into())
+                .map(|r| r.and_then(|r| r.first().copied()))
+        });
         let handle = match found {
             Ok(h) => h,
-            Err(e) => return Err(self.refuse(py, &mut inner, e, Some(fence), cx)),
+            Err(e) => return Err(self.refuse(py, &mut g, e, Some(fence), cx)),
         };
         let Some(record) = handle
             .and_then(|h| inner.record(h))
@@ -429,7 +440,7 @@ impl PySession {
         else {
             return Ok(None);
         };
-        drop(inner);
+        drop(g);
         let out = PyList::empty(py);
         for r in record.bind(py).iter().skip(3) {
             out.append(crate::session::copy_dict(py, &r)?)?;
@@ -474,29 +485,30 @@ impl PySession {
         ];
         items.extend(copies);
         let record = PyTuple::new(py, items)?;
-        let mut inner = self.lock(py);
         let cx = Context {
             operation: Some(operation_id),
             ..self.cx(py)
         };
+        let mut g = self.lock(py);
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else(gone)?;
         let handle = inner.next_handle;
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        let recorded = on!(core, s => {
-            let f = arg.fence()?;
-            let op = convert::id(operation_id)?;
+        let recorded = update!(&mut core, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s| {
             // The state is checked before the table (SPEC: wrong_state, then
             // the seed's order, then full): a lookup checks it and changes
             // nothing.
-            Ok::<_, PyErr>(match (too_many, s.completed(&f, &op, m, r#final.into())) {
+            match (too_many, s.completed(&f, &op, m, r#final.into())) {
                 (_, Err(e @ CoreError::WrongState { .. })) => Err(e),
                 (Some(max), _) => Err(CoreError::Full { table: duplex_core::Table::StageResults, capacity: max }),
                 _ => s.record_completed(&f, &op, m, r#final.into(), &[handle]),
-            })
+            }
         })?;
         recorded.map_err(|e| core_error(e, cx))?;
         inner.next_handle += 1;
         inner.records.push((handle, record.unbind()));
-        crate::lease::prune_records(&mut inner);
+        let pruned = crate::lease::prune_records(&core, inner);
+        drop(g);
+        drop(pruned);
         Ok(())
     }
 
@@ -510,15 +522,16 @@ impl PySession {
     ) -> PyResult<Bound<'py, PyAny>> {
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
-        let mut inner = self.lock(py);
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        let appended = on!(core, s => arg.fence().map(|f| s.append(&f, m)))?;
+        let mut g = self.lock(py);
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else(gone)?;
+        let appended = update!(&mut core, [let f = inner.fence(&arg)?], |s| s.append(&f, m))?;
         match appended {
             Ok(a) => {
                 if inner.fence_object.as_ref().is_none_or(|o| !o.is(fence)) {
-                    self.remember(&mut inner, &arg);
+                    PySession::remember_in(Some(&core), inner, &arg);
                 }
-                drop(inner);
+                drop(g);
                 appended_object(py, a)
             }
             Err(e) => {
@@ -526,7 +539,7 @@ impl PySession {
                     mode: Some(m.as_str()),
                     ..self.cx(py)
                 };
-                Err(self.refuse(py, &mut inner, e, Some(fence), cx))
+                Err(self.refuse(py, &mut g, e, Some(fence), cx))
             }
         }
     }
@@ -538,16 +551,16 @@ impl PySession {
         fence: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let arg = self.arg(fence)?;
-        let mut inner = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(crate::session::gone)?;
-        on!(core, s => match arg.fence() {
-            Ok(f) => match s.release_fence(&f) {
-                Ok(ids) => ids_list(py, ids.iter().map(Id::as_str)),
-                Err(e) => Err(core_error(e, cx)),
-            },
-            Err(_) => Ok(PyList::empty(py)),
-        })
+        let mut g = self.lock(py);
+        // A fence with an id no session can have holds nothing.
+        let released = update!(&mut g.core()?, [let f = arg.fence()], |s| match &f {
+            Ok(f) => s.release_fence(f).map(|ids| names(&ids)),
+            Err(_) => Ok(Vec::new()),
+        })?;
+        drop(g);
+        let ids = released.map_err(|e| core_error(e, cx))?;
+        ids_list(py, ids.iter().map(String::as_str))
     }
 
     /// Barge-in: advance to `next_fence`, return and release the requests
@@ -581,14 +594,15 @@ impl PySession {
     ) -> PyResult<bool> {
         let reason = args::string(reason, "reason")?;
         let arg = self.arg(fence)?;
-        let mut inner = self.lock(py);
-        self.begin_close_locked(py, &mut inner, &arg, reason)
+        let mut g = self.lock(py);
+        self.begin_close_locked(py, &mut g, &arg, reason)
     }
 
     /// Closing → Closed: the request ids it still held.
     fn finalize_close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut inner = self.lock(py);
-        let ids = self.finalize_locked(py, &mut inner)?;
+        let mut g = self.lock(py);
+        let ids = self.finalize_locked(py, &mut g)?;
+        drop(g);
         PyList::new(py, ids)
     }
 
@@ -606,18 +620,16 @@ impl PySession {
         if let Some(fence) = fence.filter(|f| !f.is_none()) {
             self.accept_fence(py, fence)?;
         }
-        let mut inner = self.lock(py);
-        let ids: Vec<String> = match PySession::kind(&inner) {
-            StateKind::Closing => self.finalize_locked(py, &mut inner)?,
+        let mut g = self.lock(py);
+        let ids: Vec<String> = match g.kind()? {
+            StateKind::Closing => self.finalize_locked(py, &mut g)?,
             StateKind::Closed => Vec::new(),
-            StateKind::Open | StateKind::Detached => {
-                let core = inner.core.as_mut().ok_or_else(gone)?;
-                on!(core, s => s.release_all().map(|ids| {
-                    ids.iter().map(|id| id.as_str().to_owned()).collect()
-                }))
-                .map_err(|e| core_error(e, self.cx(py)))?
-            }
+            StateKind::Open | StateKind::Detached => update!(&mut g.core()?, [], |s| s
+                .release_all()
+                .map(|ids| names(&ids)))?
+            .map_err(|e| core_error(e, self.cx(py)))?,
         };
+        drop(g);
         PyList::new(py, ids)
     }
 
@@ -631,7 +643,7 @@ impl PySession {
     ) -> PyResult<bool> {
         let reason = args::string(reason, "reason")?;
         let arg = self.arg(fence)?;
-        Ok(self.terminate_now(py, &arg, reason)?.is_some())
+        self.terminate_now(py, &arg, reason)
     }
 }
 

@@ -1,20 +1,24 @@
-//! `DuplexSessionRuntimeState`: one session, its core state in Rust and its
-//! opaque values (configs, capabilities, stage results) as the Python
-//! objects the host gave.
+//! `DuplexSessionRuntimeState`: a handle on one session of a host (its
+//! manager's, or a private host's for a session made by its constructor).
+//! The session's state is the core's, in the host's `SessionManager`; its
+//! opaque values (configs, capabilities, stage results) are the Python
+//! objects the host gave, kept beside it; once a manager has let it go the
+//! handle keeps what the seed's object still shows.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use duplex_core::{CloseReason, Error as CoreError, Instant, StateKind};
-use pyo3::exceptions::PyRuntimeError;
+use std::borrow::Cow;
+
+use duplex_core::{CloseReason, Error as CoreError, Fence, Instant, StateKind};
+use duplex_std::SessionKey;
 use pyo3::prelude::*;
-use pyo3::sync::MutexExt;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::classes;
-use crate::convert::{self, fence_object, FenceArg};
-use crate::core::{on, CoreAny, Profile};
-use crate::errors::{core_error, fence_mismatch, with_kind, Context};
-use crate::timers::Timers;
+use crate::convert::{self, fence_object, FenceArg, FenceValues};
+use crate::errors::{core_error, fence_mismatch, gone, std_error, Context};
+use crate::host::{each, read, update, Core, CoreFence, Host, HostCell, Profile, ProfileFence};
+pub(crate) use crate::opening::{copy_dict, lease_of, Opening};
 
 /// Reads of a session's typed state (Open, Detached or Closing).
 macro_rules! unfinished {
@@ -34,31 +38,38 @@ macro_rules! unfinished {
 
 pub(crate) use unfinished;
 
-/// Runs one operation on the session under its lock: `$body` sees the
-/// session as `$s` and the converted fence as `$f`, and returns
-/// `Result<T, duplex_core::Error>`. On success the fence object is
-/// remembered; a refusal becomes the seed's exception.
-macro_rules! session_op {
-    ($this:expr, $py:expr, $arg:expr, $cx:expr, |$s:ident, $f:ident| $body:expr) => {{
-        let mut inner = $this.lock($py);
-        let core = inner.core.as_mut().ok_or_else($crate::session::gone)?;
-        let result = $crate::core::on!(core, $s => {
-            let $f = $arg.fence()?;
-            Ok::<_, pyo3::PyErr>($body)
-        })?;
+/// Runs one operation of the session under its host's lock: `$run` (with
+/// `$core`, the session's `&mut Core`, and `$inner`, its Python side)
+/// evaluates to
+/// `PyResult<Result<T, duplex_core::Error>>` (an [`update!`] or
+/// [`apply!`]); on success the fence argument `$arg` is remembered, and a
+/// refusal becomes the seed's exception.
+///
+/// [`update!`]: crate::host::update
+/// [`apply!`]: crate::host::apply
+macro_rules! op {
+    ($this:expr, $py:expr, $arg:expr, $cx:expr, |$core:ident, $inner:ident| $run:expr) => {{
+        let mut g = $this.lock($py);
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else($crate::errors::gone)?;
+        let result = {
+            let $core = &mut core;
+            let $inner = &mut *inner;
+            $run?
+        };
         match result {
             Ok(value) => {
-                $this.remember(&mut inner, &$arg);
+                $crate::session::PySession::remember_in(Some(&core), inner, &$arg);
                 Ok(value)
             }
-            Err(e) => Err($this.refuse($py, &mut inner, e, Some(&$arg.object), $cx)),
+            Err(e) => Err($this.refuse($py, &mut g, e, Some(&$arg.object), $cx)),
         }
     }};
 }
-pub(crate) use session_op;
+pub(crate) use op;
 
 /// What a closed session still shows (the core keeps only its fence and
-/// generation once finalized).
+/// generation once closed).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Facts {
     pub(crate) input_seq: u64,
@@ -68,10 +79,17 @@ pub(crate) struct Facts {
     pub(crate) completed_limit: usize,
 }
 
-/// The mutable part of a session, behind its lock.
+/// A host of Python sessions.
+pub(crate) type SessionHost = HostCell<Inner>;
+
+/// The Python side of one session, beside its slot in the host.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) core: Option<CoreAny>,
+    /// The order the session was opened in.
+    pub(crate) order: u64,
+    /// The session's object, while a manager lists it (a manager's `get`
+    /// returns it).
+    pub(crate) handle: Option<Py<PySession>>,
     pub(crate) capabilities: Py<PyAny>,
     /// `None` until read: a session opened without one gets its empty
     /// dict when it is first asked for.
@@ -79,37 +97,70 @@ pub(crate) struct Inner {
     pub(crate) runtime_config: Option<Py<PyAny>>,
     pub(crate) lease_config: Py<PyAny>,
     /// Completed appends' records, by the handle the core keeps:
-    /// `(fence, mode, final, stage_results)`.
+    /// `(fence, mode, final, *stage_results)`.
     pub(crate) records: Vec<(i64, Py<PyTuple>)>,
     pub(crate) next_handle: i64,
     /// The close reason as the host named it.
     pub(crate) terminal_reason: Option<Py<PyString>>,
     /// The last fence object whose values are the session's fence.
     pub(crate) fence_object: Option<Py<PyAny>>,
-    pub(crate) facts: Option<Facts>,
-    /// A closed session's fence and lease generation (its core is gone).
+    /// A closed session's final facts, fence and lease generation.
     pub(crate) closed: Option<Closed>,
+    /// The last `DuplexFence` argument, converted (see [`Inner::fence`]).
+    pub(crate) arg_fence: Option<(Py<PyAny>, CoreFence)>,
 }
 
-/// What a closed session's fence and lease read.
+/// What a closed session's fence, lease and counters read.
 #[derive(Debug)]
 pub(crate) struct Closed {
     pub(crate) fence: Py<PyAny>,
     pub(crate) epoch: u64,
     pub(crate) turn: u64,
     pub(crate) generation: u64,
+    pub(crate) facts: Facts,
 }
 
 impl Inner {
-    pub(crate) fn records_len(&self) -> usize {
-        self.records.len()
+    /// The fence argument in the core's type. A `DuplexFence` is frozen,
+    /// so the conversion of the last one is kept, by identity: the calls
+    /// of a turn, which share one, convert it once.
+    #[inline]
+    pub(crate) fn fence<const L: usize>(
+        &mut self,
+        arg: &FenceArg<'_>,
+    ) -> PyResult<Cow<'_, Fence<L>>>
+    where
+        CoreFence: ProfileFence<L>,
+    {
+        let cached = self.arg_fence.as_ref().is_some_and(|(object, fence)| {
+            object.is(&arg.object) && ProfileFence::<L>::get(fence).is_some()
+        });
+        if !cached {
+            let fence = arg.fence::<L>()?;
+            if !arg
+                .object
+                .is_exact_instance(classes::fence_class(arg.object.py())?)
+            {
+                return Ok(Cow::Owned(fence));
+            }
+            self.arg_fence = Some((arg.object.clone().unbind(), CoreFence::wrap(fence)));
+        }
+        self.arg_fence
+            .as_ref()
+            .and_then(|(_, fence)| ProfileFence::<L>::get(fence))
+            .map(Cow::Borrowed)
+            .ok_or_else(gone)
     }
 
-    /// Keeps only the records with these handles.
-    pub(crate) fn retain_records(&mut self, handles: &mut [i64]) {
+    /// Keeps only the records with these handles; the others, to be
+    /// dropped once the host is unlocked.
+    pub(crate) fn retain_records(&mut self, handles: &mut [i64]) -> Vec<(i64, Py<PyTuple>)> {
         handles.sort_unstable();
-        self.records
-            .retain(|(h, _)| handles.binary_search(h).is_ok());
+        let (kept, dropped) = std::mem::take(&mut self.records)
+            .into_iter()
+            .partition(|(h, _)| handles.binary_search(h).is_ok());
+        self.records = kept;
+        dropped
     }
 
     /// The record of a handle (handles are issued in increasing order, so
@@ -122,7 +173,6 @@ impl Inner {
         self.records.get(at).map(|(_, r)| r)
     }
 }
-
 /// The last fence argument read, by identity.
 #[derive(Debug)]
 pub(crate) struct CachedFence {
@@ -137,142 +187,161 @@ pub(crate) struct CachedFence {
 /// A duplex session: the seed's `DuplexSessionRuntimeState`.
 #[pyclass(frozen, name = "DuplexSessionRuntimeState", module = "duplex_session")]
 pub(crate) struct PySession {
-    pub(crate) inner: Mutex<Inner>,
+    /// The host the session lives in.
+    pub(crate) host: Arc<SessionHost>,
+    /// Its key there (set when it opens, before anyone sees the object).
+    pub(crate) key: OnceLock<SessionKey>,
     pub(crate) session_id: Py<PyString>,
     pub(crate) clock: Py<PyAny>,
     pub(crate) profile: Profile,
-    pub(crate) timers: Option<Arc<Timers>>,
     /// Never held while Python code runs (only a pointer comparison and
     /// reference counts happen under it).
     pub(crate) arg_cache: Mutex<Option<CachedFence>>,
+    /// The Python side once the session's manager has let it go (taken
+    /// under the host's lock, after it).
+    pub(crate) left: Mutex<Option<Inner>>,
 }
 
-/// Everything a session is opened with.
-pub(crate) struct Opening<'py> {
-    pub(crate) fence: FenceArg<'py>,
-    pub(crate) now: Instant,
-    pub(crate) capabilities: Bound<'py, PyAny>,
-    pub(crate) session_config: Option<Bound<'py, PyAny>>,
-    pub(crate) runtime_config: Option<Bound<'py, PyAny>>,
-    pub(crate) lease_config: Bound<'py, PyAny>,
-    pub(crate) completed_limit: usize,
-    /// `lease_config` converted.
-    pub(crate) lease: duplex_core::LeaseConfig,
+/// A session's host locked, and where its Python side is: beside its slot
+/// while its manager lists it, in the handle once it has been let go.
+pub(crate) struct Locked<'a> {
+    pub(crate) host: MutexGuard<'a, Host<Inner>>,
+    /// The Python side, once the manager has let the session go.
+    left: Option<MutexGuard<'a, Option<Inner>>>,
+    /// The session's key (`None` only for an object whose open failed).
+    pub(crate) key: Option<SessionKey>,
 }
 
-pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {
-    let py = config.py();
-    let read = |name: &Bound<'_, PyString>| -> PyResult<Option<f64>> {
-        config
-            .getattr(name)
-            .and_then(|v| v.extract())
-            .map_err(|e| crate::errors::ensure_kind(e, "invalid_config"))
-    };
-    let ttl = read(pyo3::intern!(py, "idle_ttl_s"))?;
-    let grace = read(pyo3::intern!(py, "disconnect_grace_s"))?.ok_or_else(|| {
-        with_kind(
-            pyo3::exceptions::PyValueError::new_err(
-                "disconnect_grace_s must be a number of seconds",
-            ),
-            "invalid_config",
-        )
-    })?;
-    let ms =
-        |s: f64| convert::instant(s).map(|i| duplex_core::Duration::from_millis(i.as_millis()));
-    let ttl = ttl.map(ms).transpose()?;
-    duplex_core::LeaseConfig::new(ttl, ms(grace)?).map_err(|e| core_error(e, Context::default()))
-}
+impl Locked<'_> {
+    /// The session's place in its manager (`None` once it is closed or has
+    /// left it) and its Python side.
+    #[inline]
+    pub(crate) fn parts(&mut self) -> PyResult<(Option<Core<'_>>, &mut Inner)> {
+        if let Some(left) = self.left.as_mut() {
+            return Ok((None, left.as_mut().ok_or_else(gone)?));
+        }
+        let key = self.key.ok_or_else(gone)?;
+        let (core, inner) = self.host.parts(key).ok_or_else(gone)?;
+        let core = if inner.closed.is_some() {
+            None
+        } else {
+            Some(core)
+        };
+        Ok((core, inner))
+    }
 
-pub(crate) fn copy_dict<'py>(
-    py: Python<'py>,
-    value: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    Ok(PyDict::type_object(py).call1((value,))?.into_any())
-}
+    /// The session's Python side.
+    pub(crate) fn inner(&mut self) -> PyResult<&mut Inner> {
+        Ok(self.parts()?.1)
+    }
 
-use pyo3::type_object::PyTypeInfo;
+    /// The session's place in its manager, or `wrong_state` once it is
+    /// closed.
+    pub(crate) fn core(&mut self) -> PyResult<Core<'_>> {
+        self.parts()?.0.ok_or_else(gone)
+    }
+
+    /// The session's state (`Closed` once closed).
+    pub(crate) fn kind(&mut self) -> PyResult<StateKind> {
+        Ok(match self.parts()?.0 {
+            Some(core) => {
+                read!(&*core.managers, core.key, |s| s.kind()).unwrap_or(StateKind::Closed)
+            }
+            None => StateKind::Closed,
+        })
+    }
+}
 
 impl PySession {
-    /// Opens a session (the manager's `open_session`).
+    /// Opens a session in `host` and returns its object; `listed`: the
+    /// host's manager lists it (its `get` returns the object).
     pub(crate) fn open(
         py: Python<'_>,
+        host: Arc<SessionHost>,
         o: Opening<'_>,
         clock: Py<PyAny>,
         profile: Profile,
-        timers: Option<Arc<Timers>>,
-        reuse: Option<CoreAny>,
-    ) -> PyResult<Self> {
-        let lease = o.lease;
+        listed: bool,
+    ) -> PyResult<Py<PySession>> {
         let modes = convert::modes(&o.capabilities)?;
         let options = duplex_core::OpenOptions::default()
             .modes(modes)
-            .lease(lease)
-            .completed_limit(o.completed_limit);
-        let cx = Context {
-            session: o.fence.session_id.to_str()?,
-            ..Context::default()
-        };
-        let core = match (profile, reuse) {
-            // A closed session's storage, opened again in place: the tables
-            // are emptied, not rewritten (a server session is ~45 KiB).
-            (Profile::Server, Some(CoreAny::Server(mut boxed))) => {
-                boxed
-                    .recycle(o.fence.fence()?, options, o.now)
-                    .map_err(|e| core_error(e, cx))?;
-                CoreAny::Server(boxed)
-            }
-            (Profile::Server, _) => {
-                let s =
-                    duplex_core::Session::open_with_capacities(o.fence.fence()?, options, o.now)
-                        .map_err(|e| core_error(e, cx))?;
-                CoreAny::Server(Box::new(s.into()))
-            }
-            (Profile::Conformance, _) => {
-                let s =
-                    duplex_core::Session::open_with_capacities(o.fence.fence()?, options, o.now)
-                        .map_err(|e| core_error(e, cx))?;
-                CoreAny::Conformance(Box::new(s.into()))
-            }
-        };
-        Ok(PySession {
-            session_id: o.fence.session_id.clone().unbind(),
-            inner: Mutex::new(Inner {
-                core: Some(core),
+            .lease(o.lease);
+        let id = o.fence.session_id.to_str()?;
+        let session = Py::new(
+            py,
+            PySession {
+                host: Arc::clone(&host),
+                key: OnceLock::new(),
+                session_id: o.fence.session_id.clone().unbind(),
+                clock,
+                profile,
+                arg_cache: Mutex::new(Some(CachedFence {
+                    object: o.fence.object.clone().unbind(),
+                    session_id: o.fence.session_id.clone().unbind(),
+                    epoch: o.fence.epoch,
+                    turn: o.fence.turn,
+                    response: o.fence.response,
+                    incarnation: o.fence.incarnation,
+                })),
+                left: Mutex::new(None),
+            },
+        )?;
+        let session_config = o
+            .session_config
+            .map(|c| copy_dict(py, &c).map(Bound::unbind))
+            .transpose()?;
+        let runtime_config = o
+            .runtime_config
+            .map(|c| copy_dict(py, &c).map(Bound::unbind))
+            .transpose()?;
+        let handle = listed.then(|| session.clone_ref(py));
+        let mut host = host.lock(py);
+        let key = each!(&mut host.managers, m => {
+            let fence = o.fence.fence()?;
+            m.clock().set(o.now);
+            m.open(fence.clone(), options)
+                .map_err(|e| std_error(e, id))
+                .and_then(|()| m.key(&fence.session).ok_or_else(gone))
+        })?;
+        let order = host.next_order;
+        host.next_order += 1;
+        host.place(
+            key,
+            Inner {
+                order,
+                handle,
                 capabilities: o.capabilities.unbind(),
-                session_config: o
-                    .session_config
-                    .map(|c| copy_dict(py, &c).map(Bound::unbind))
-                    .transpose()?,
-                runtime_config: o
-                    .runtime_config
-                    .map(|c| copy_dict(py, &c).map(Bound::unbind))
-                    .transpose()?,
+                session_config,
+                runtime_config,
                 lease_config: o.lease_config.unbind(),
                 records: Vec::new(),
                 next_handle: 0,
                 terminal_reason: None,
                 fence_object: Some(o.fence.object.clone().unbind()),
-                facts: None,
                 closed: None,
-            }),
-            clock,
-            profile,
-            timers,
-            arg_cache: Mutex::new(Some(CachedFence {
-                object: o.fence.object.clone().unbind(),
-                session_id: o.fence.session_id.clone().unbind(),
-                epoch: o.fence.epoch,
-                turn: o.fence.turn,
-                response: o.fence.response,
-                incarnation: o.fence.incarnation,
-            })),
-        })
+                arg_fence: None,
+            },
+        );
+        // Set before the object is returned: every call finds the key.
+        let _ = session.get().key.set(key);
+        drop(host);
+        Ok(session)
     }
 
-    pub(crate) fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Inner> {
-        self.inner
-            .lock_py_attached(py)
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Locks the session's host.
+    #[inline]
+    pub(crate) fn lock(&self, py: Python<'_>) -> Locked<'_> {
+        let key = self.key.get().copied();
+        let mut host = self.host.lock(py);
+        // Let go (under this lock) once, for good: else its side is here.
+        let here = key.is_some_and(|key| host.side(key).is_some());
+        let left = if here {
+            None
+        } else {
+            Some(self.left.lock().unwrap_or_else(PoisonError::into_inner))
+        };
+        Locked { host, left, key }
     }
 
     pub(crate) fn id<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
@@ -330,51 +399,29 @@ impl PySession {
         Ok(arg)
     }
 
-    /// The outcome of a transition: the fence remembered, or the refusal.
-    pub(crate) fn after<T>(
-        &self,
-        py: Python<'_>,
-        inner: &mut Inner,
-        result: Result<T, CoreError>,
-        arg: &FenceArg<'_>,
-        cx: Context<'_>,
-    ) -> PyResult<T> {
-        match result {
-            Ok(v) => {
-                self.remember(inner, arg);
-                Ok(v)
-            }
-            Err(e) => Err(self.refuse(py, inner, e, Some(&arg.object), cx)),
-        }
-    }
-
-    /// Tells the manager's reaper this session's deadline may be earlier.
-    pub(crate) fn reschedule(&self, py: Python<'_>, inner: &Inner) {
-        if let (Some(timers), Some(core)) = (&self.timers, &inner.core) {
-            if let Some(at) = on!(core, s => s.deadline()) {
-                timers.push(at, self.session_id.bind(py).to_str().unwrap_or_default());
-            }
-        }
-    }
-
     /// The session's fence as a `DuplexFence` (the last one given, when it
     /// is still the session's).
     pub(crate) fn fence_obj<'py>(
         &self,
         py: Python<'py>,
-        inner: &mut Inner,
+        g: &mut Locked<'_>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if let (None, Some(closed)) = (&inner.core, &inner.closed) {
-            return Ok(closed.fence.bind(py).clone());
-        }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
+        let (core, inner) = g.parts()?;
+        let Some(core) = core else {
+            return match &inner.closed {
+                Some(closed) => Ok(closed.fence.bind(py).clone()),
+                None => Err(gone()),
+            };
+        };
         if let Some(obj) = &inner.fence_object {
             let arg = FenceArg::read(obj.bind(py))?;
-            if on!(core, s => arg.is(s.fence())) {
+            if read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true) {
                 return Ok(obj.bind(py).clone());
             }
         }
-        let obj = on!(core, s => fence_object(py, s.fence()))?;
+        let obj =
+            each!(&*core.managers, m => m.get_at(core.key).map(|s| fence_object(py, s.fence())))
+                .ok_or_else(gone)??;
         inner.fence_object = Some(obj.clone().unbind());
         Ok(obj)
     }
@@ -384,13 +431,13 @@ impl PySession {
     pub(crate) fn refuse(
         &self,
         py: Python<'_>,
-        inner: &mut Inner,
+        g: &mut Locked<'_>,
         e: CoreError,
         given: Option<&Bound<'_, PyAny>>,
         cx: Context<'_>,
     ) -> PyErr {
         if let (CoreError::FenceMismatch { .. }, Some(given)) = (e, given) {
-            match self.fence_obj(py, inner) {
+            match self.fence_obj(py, g) {
                 Ok(current) => return fence_mismatch(&current, given),
                 Err(err) => return err,
             }
@@ -399,7 +446,15 @@ impl PySession {
     }
 
     /// Remembers `arg` as the fence object if the session now has its values.
-    pub(crate) fn remember(&self, inner: &mut Inner, arg: &FenceArg<'_>) {
+    pub(crate) fn remember(g: &mut Locked<'_>, arg: &FenceArg<'_>) -> PyResult<()> {
+        let (core, inner) = g.parts()?;
+        Self::remember_in(core.as_ref(), inner, arg);
+        Ok(())
+    }
+
+    /// [`remember`](Self::remember) with the session's parts in hand.
+    #[inline]
+    pub(crate) fn remember_in(core: Option<&Core<'_>>, inner: &mut Inner, arg: &FenceArg<'_>) {
         // The same object again: an operation that admitted it leaves the
         // session at its values (a fence never moves backwards).
         if inner
@@ -409,98 +464,85 @@ impl PySession {
         {
             return;
         }
-        if let Some(core) = &inner.core {
-            if on!(core, s => arg.is(s.fence())) {
+        if let Some(core) = core {
+            if read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true) {
                 inner.fence_object = Some(arg.object.clone().unbind());
             }
         }
     }
 
-    /// Releases the session's requests whose ids are in `ids`; their count.
-    pub(crate) fn release_ids(inner: &mut Inner, ids: &[String]) -> PyResult<()> {
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        on!(core, s => s.release_where(|id| ids.iter().any(|r| r == id.as_str())))
-            .map_err(|e| core_error(e, Context::default()))
+    /// The session's sequences, limit and generation before it closes.
+    pub(crate) fn facts_of(core: &Core<'_>) -> Option<Facts> {
+        read!(&*core.managers, core.key, |s| unfinished!(s, t => Facts {
+            input_seq: t.input_seq(),
+            input_turn_seq: t.input_turn_seq(),
+            last_activity: t.last_activity(),
+            config_generation: t.config_generation(),
+            completed_limit: t.completed_limit(),
+        }))
+        .flatten()
     }
 
-    /// Closes in one step (the manager's `close_session`): `None` if the
-    /// session was already closing. An open or detached session accepts
-    /// the fence and is closed by the core where it sits (the generation
-    /// bump and the release are the core's); its storage comes back for
-    /// the next session to recycle.
-    // `None`: already closing; `Some(storage)`: closed now, with its
-    // storage.
-    #[allow(clippy::option_option)]
+    /// Closes in one step (the seed's `terminate` and the manager's
+    /// `close_session`): `false` if the session was already closing. The
+    /// fence is accepted first (a refusal changes nothing); the core closes
+    /// the session where it sits (the generation bump and the release are
+    /// its rule); nobody reads the released ids here.
     pub(crate) fn terminate_now(
         &self,
         py: Python<'_>,
         fence: &FenceArg<'_>,
         reason: &Bound<'_, PyString>,
-    ) -> PyResult<Option<Option<CoreAny>>> {
-        let mut inner = self.lock(py);
-        if inner.terminal_reason.is_some() {
-            return Ok(None);
-        }
+    ) -> PyResult<bool> {
+        let mut g = self.lock(py);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        let accepted = on!(core, s => match fence.fence() {
-            Ok(f) => Ok(s.accept_fence(&f)),
-            Err(e) => Err(e),
-        })?;
-        if let Err(e) = accepted {
-            return Err(self.refuse(py, &mut inner, e, Some(&fence.object), cx));
+        if g.inner()?.terminal_reason.is_some() {
+            return Ok(false);
         }
-        let facts = Self::facts_of(&inner);
-        // The core closes (its rule: the generation bump, the requests
-        // released) where the session sits; nobody reads the ids here.
-        let core = inner.core.as_mut().ok_or_else(gone)?;
+        let accepted = update!(&mut g.core()?, [let f = fence.fence()?], |s| s.accept_fence(&f))?;
+        if let Err(e) = accepted {
+            return Err(self.refuse(py, &mut g, e, Some(&fence.object), cx));
+        }
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else(gone)?;
+        let facts = Self::facts_of(&core).unwrap_or_default();
         let core_reason = close_reason(reason.to_str()?);
-        let generation = on!(core, s => {
+        let generation = update!(&mut core, [let f = fence.fence()?], |s| {
             let mut released = duplex_core::RequestIds::new();
-            s.close_into(&fence.fence()?, core_reason, &mut released)
+            s.close_into(&f, core_reason, &mut released)
                 .map(|()| s.lease_generation())
-        })
+        })?
         .map_err(|e| core_error(e, cx))?;
-        inner.facts = facts;
         inner.closed = Some(Closed {
             fence: fence.object.clone().unbind(),
             epoch: fence.epoch,
             turn: fence.turn,
             generation,
+            facts,
         });
         inner.fence_object = Some(fence.object.clone().unbind());
         inner.terminal_reason = Some(reason.clone().unbind());
-        inner.records.clear();
-        // The storage goes back for the next open to recycle.
-        Ok(Some(inner.core.take()))
-    }
-
-    pub(crate) fn facts_of(inner: &Inner) -> Option<Facts> {
-        inner.core.as_ref().and_then(|core| {
-            on!(core, s => unfinished!(&**s, t => Facts {
-                input_seq: t.input_seq(),
-                input_turn_seq: t.input_turn_seq(),
-                last_activity: t.last_activity(),
-                config_generation: t.config_generation(),
-                completed_limit: t.completed_limit(),
-            }))
-        })
+        let records = std::mem::take(&mut inner.records);
+        drop(g);
+        drop(records);
+        Ok(true)
     }
 
     pub(crate) fn begin_close_locked(
         &self,
         py: Python<'_>,
-        inner: &mut Inner,
+        g: &mut Locked<'_>,
         fence: &FenceArg<'_>,
         reason: &Bound<'_, PyString>,
     ) -> PyResult<bool> {
         let core_reason = close_reason(reason.to_str()?);
         let cx = self.cx(py);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        let result = on!(core, s => s.begin_close(&fence.fence()?, core_reason));
+        let result =
+            update!(&mut g.core()?, [let f = fence.fence()?], |s| s.begin_close(&f, core_reason))?;
         match result {
             Ok(()) => {
-                self.remember(inner, fence);
+                Self::remember(g, fence)?;
+                let inner = g.inner()?;
                 // Already closing: the seed answers True, and keeps the
                 // first reason.
                 if inner.terminal_reason.is_none() {
@@ -508,126 +550,75 @@ impl PySession {
                 }
                 Ok(true)
             }
-            Err(e) => Err(self.refuse(py, inner, e, Some(&fence.object), cx)),
+            Err(e) => Err(self.refuse(py, g, e, Some(&fence.object), cx)),
         }
     }
 
-    /// Closing → Closed: the requests it still held.
+    /// Closing → Closed, where the session sits: the requests it still
+    /// held.
     pub(crate) fn finalize_locked(
         &self,
         py: Python<'_>,
-        inner: &mut Inner,
+        g: &mut Locked<'_>,
     ) -> PyResult<Vec<String>> {
-        let facts = Self::facts_of(inner);
-        let core = inner.core.as_mut().ok_or_else(gone)?;
-        let ids: Vec<String> = on!(core, s => s.finalize().map(|ids| {
-            ids.iter().map(|id| id.as_str().to_owned()).collect()
-        }))
-        .map_err(|e| core_error(e, self.cx(py)))?;
-        let fence = self.fence_obj(py, inner)?.unbind();
-        let (epoch, turn, generation) = inner.core.as_ref().map_or(
-            (0, 0, 0),
-            |c| on!(c, s => (s.fence().epoch, s.fence().turn, s.lease_generation())),
-        );
-        inner.facts = facts;
+        let cx = self.cx(py);
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else(gone)?;
+        let facts = Self::facts_of(&core).unwrap_or_default();
+        let ids: Vec<String> = update!(&mut core, [], |s| s
+            .finalize()
+            .map(|ids| { ids.iter().map(|id| id.as_str().to_owned()).collect() }))?
+        .map_err(|e| core_error(e, cx))?;
+        // The fence object the seed shows: the remembered one if the core's
+        // fence (kept once closed) still has its values.
+        let (values, current) = read!(&*core.managers, core.key, |s| {
+            (
+                FenceValues::of(s.fence()),
+                inner
+                    .fence_object
+                    .as_ref()
+                    .is_some_and(|o| FenceArg::read(o.bind(py)).is_ok_and(|arg| arg.is(s.fence()))),
+            )
+        })
+        .ok_or_else(gone)?;
+        let fence = match (&inner.fence_object, current) {
+            (Some(object), true) => object.clone_ref(py),
+            _ => values.object(py)?.unbind(),
+        };
+        let (epoch, turn, generation) = read!(&*core.managers, core.key, |s| {
+            (s.fence().epoch, s.fence().turn, s.lease_generation())
+        })
+        .unwrap_or_default();
         inner.closed = Some(Closed {
             fence,
             epoch,
             turn,
             generation,
+            facts,
         });
-        inner.core = None;
-        inner.records.clear();
+        let records = std::mem::take(&mut inner.records);
+        drop(records);
         Ok(ids)
-    }
-
-    /// The session's kind (`Closed` if it has none).
-    pub(crate) fn kind(inner: &Inner) -> StateKind {
-        inner
-            .core
-            .as_ref()
-            .map_or(StateKind::Closed, |c| on!(c, s => s.kind()))
-    }
-
-    /// Whether the session is closing (or closed): the seed's terminal lease.
-    pub(crate) fn is_terminal(inner: &Inner) -> bool {
-        inner.terminal_reason.is_some()
-    }
-
-    /// Due at `now`? Then begin closing with the reason; the request ids
-    /// `(submitted, reserved)` it holds.
-    pub(crate) fn expire_if_due<'py>(
-        &self,
-        py: Python<'py>,
-        now: Instant,
-    ) -> Option<(
-        CloseReason,
-        Bound<'py, PyAny>,
-        u64,
-        Vec<String>,
-        Vec<String>,
-    )> {
-        let mut inner = self.lock(py);
-        let core = inner.core.as_mut()?;
-        let (reason, generation, submitted, reserved) = on!(core, s => {
-            let e = s.expire(now)?;
-            let names = |ids: &duplex_core::RequestIds<_, _>| -> Vec<String> {
-                ids.iter().map(|id| id.as_str().to_owned()).collect()
-            };
-            (e.reason, e.lease_generation, names(&e.submitted), names(&e.reserved))
-        });
-        inner.terminal_reason = Some(PyString::new(py, reason.as_str()).unbind());
-        let fence = self.fence_obj(py, &mut inner).ok()?;
-        Some((reason, fence, generation, submitted, reserved))
-    }
-
-    /// The deadline now, for the manager's timers.
-    pub(crate) fn deadline(&self, py: Python<'_>) -> Option<Instant> {
-        let inner = self.lock(py);
-        inner.core.as_ref().and_then(|c| on!(c, s => s.deadline()))
-    }
-
-    /// The resource request ids (unique, in order), for request cleanup.
-    pub(crate) fn all_request_ids(&self, py: Python<'_>) -> Vec<String> {
-        let inner = self.lock(py);
-        self.all_request_ids_locked(&inner)
-    }
-
-    fn all_request_ids_locked(&self, inner: &Inner) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        if let Some(core) = &inner.core {
-            on!(core, s => {
-                unfinished!(&**s, t => {
-                    for (_, id, _) in t.resources() {
-                        if !out.iter().any(|x| x == id.as_str()) {
-                            out.push(id.as_str().to_owned());
-                        }
-                    }
-                })
-            });
-        }
-        out
-    }
-
-    /// Begins closing with the session's own fence (request cleanup).
-    pub(crate) fn begin_close_current(&self, py: Python<'_>, reason: &str) -> PyResult<bool> {
-        let mut inner = self.lock(py);
-        let fence = self.fence_obj(py, &mut inner)?;
-        let arg = FenceArg::read(&fence)?;
-        self.begin_close_locked(py, &mut inner, &arg, &PyString::new(py, reason))
     }
 }
 
-pub(crate) fn gone() -> PyErr {
-    with_kind(
-        PyRuntimeError::new_err("duplex session is closed: only its final facts can be read"),
-        "wrong_state",
-    )
+/// The handle of a session whose manager has let it go: the closed
+/// session's Python side moves into it (under the host's lock, so a call
+/// on the handle finds it in one place or the other).
+pub(crate) fn let_go(host: &mut Host<Inner>, key: SessionKey) -> Option<Py<PySession>> {
+    let mut inner = host.take(key)?;
+    let handle = inner.handle.take()?;
+    *handle
+        .get()
+        .left
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(inner);
+    Some(handle)
 }
 
 /// The core's close reason for a reason string (free strings, as the seed
 /// takes them, are kept as given; the core records the nearest).
-fn close_reason(reason: &str) -> CloseReason {
+pub(crate) fn close_reason(reason: &str) -> CloseReason {
     CloseReason::ALL
         .iter()
         .copied()

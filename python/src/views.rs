@@ -11,11 +11,12 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use crate::args;
 use crate::classes;
 use crate::classes::resource_class;
-use crate::convert::{self, fence_object, FenceArg};
-use crate::core::{on, CoreAny, Profile};
+use crate::convert::{self, FenceArg, FenceValues};
+use crate::errors::gone;
 use crate::errors::{ensure_kind, with_kind};
+use crate::host::{each, read, Profile};
 use crate::manager::PyManager;
-use crate::session::{gone, lease_of, unfinished, Facts, Opening, PySession};
+use crate::session::{lease_of, unfinished, Facts, Opening, PySession, SessionHost};
 
 #[pymethods]
 impl PySession {
@@ -51,10 +52,10 @@ impl PySession {
         _append_turn_key: Option<&Bound<'_, PyAny>>,
         completed_append_limit: Option<&Bound<'_, PyAny>>,
         completed_appends: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<Py<Self>> {
         // Anything wrong with the arguments is a configuration the
         // constructor refuses: every error says so in `.kind`.
-        let build = || -> PyResult<Self> {
+        let build = || -> PyResult<Py<Self>> {
             let limit = match completed_append_limit.filter(|v| !v.is_none()) {
                 Some(v) => args::integer::<i64>(v, "completed_append_limit", "1..2**63")
                     .map_err(|e| with_kind(e, "invalid_config"))?,
@@ -95,6 +96,14 @@ impl PySession {
             }
             let last = convert::reading(&lease.getattr("last_activity")?)?;
             let config = lease.getattr("config")?;
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            // A session of its own: a private host of one.
+            let host = SessionHost::new(Profile::Server, Some(1), limit).map_err(|message| {
+                with_kind(
+                    pyo3::exceptions::PyValueError::new_err(message),
+                    "invalid_config",
+                )
+            })?;
             let opening = Opening {
                 fence: FenceArg::read(fence)?,
                 now: last,
@@ -106,9 +115,15 @@ impl PySession {
                 runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
                 lease: lease_of(&config)?,
                 lease_config: config,
-                completed_limit: usize::try_from(limit).unwrap_or(usize::MAX),
             };
-            PySession::open(py, opening, _clock, Profile::Server, None, None)
+            PySession::open(
+                py,
+                std::sync::Arc::new(host),
+                opening,
+                _clock,
+                Profile::Server,
+                false,
+            )
         };
         build().map_err(|e| ensure_kind(e, "invalid_config"))
     }
@@ -121,15 +136,18 @@ impl PySession {
         let id = self.session_id.bind(py).repr()?;
         let (epoch, turn) = self.epoch_turn(py).unwrap_or_default();
         let input_seq = self.counters(py).map_or(0, |f| f.input_seq);
-        let inner = self.lock(py);
-        let state = PySession::kind(&inner);
-        let (generation, requests) = match inner.core.as_ref() {
-            Some(core) => on!(core, s => (
+        let mut g = self.lock(py);
+        let state = g.kind()?;
+        let (generation, requests) = match g.parts()? {
+            (Some(core), _) => read!(&*core.managers, core.key, |s| (
                 s.lease_generation(),
-                s.resource_request_ids(None, None).map_or(0, |ids| ids.len()),
-            )),
-            None => (inner.closed.as_ref().map_or(0, |c| c.generation), 0),
+                s.resource_request_ids(None, None)
+                    .map_or(0, |ids| ids.len()),
+            ))
+            .unwrap_or_default(),
+            (None, inner) => (inner.closed.as_ref().map_or(0, |c| c.generation), 0),
         };
+        drop(g);
         Ok(format!(
             "<DuplexSessionRuntimeState {id} {state} epoch={epoch} turn={turn} \
              lease_generation={generation} input_seq={input_seq} requests={requests}>"
@@ -145,8 +163,8 @@ impl PySession {
     /// The session's fence (`DuplexFence`).
     #[getter]
     fn fence<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut inner = self.lock(py);
-        self.fence_obj(py, &mut inner)
+        let mut g = self.lock(py);
+        self.fence_obj(py, &mut g)
     }
 
     /// The fence's epoch.
@@ -163,28 +181,28 @@ impl PySession {
 
     /// The capabilities the session was opened with.
     #[getter]
-    fn capabilities(&self, py: Python<'_>) -> Py<PyAny> {
-        self.lock(py).capabilities.clone_ref(py)
+    fn capabilities(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.lock(py).inner()?.capabilities.clone_ref(py))
     }
 
     /// The session configuration (a dict).
     #[getter]
-    fn session_config(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut inner = self.lock(py);
-        inner
+    fn session_config(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut g = self.lock(py);
+        Ok(g.inner()?
             .session_config
             .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
-            .clone_ref(py)
+            .clone_ref(py))
     }
 
     /// The runtime configuration (a dict).
     #[getter]
-    fn runtime_config(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut inner = self.lock(py);
-        inner
+    fn runtime_config(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut g = self.lock(py);
+        Ok(g.inner()?
             .runtime_config
             .get_or_insert_with(|| PyDict::new(py).into_any().unbind())
-            .clone_ref(py)
+            .clone_ref(py))
     }
 
     /// Configuration generation.
@@ -214,61 +232,80 @@ impl PySession {
     /// `{stage_id: DuplexStageBinding}` in binding order.
     #[getter]
     fn stage_bindings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let inner = self.lock(py);
         let out = PyDict::new(py);
-        let Some(core) = inner.core.as_ref() else {
+        let mut g = self.lock(py);
+        let Some(core) = g.parts()?.0 else {
             return Ok(out);
         };
-        let class = classes::binding_class(py)?;
-        on!(core, s => unfinished!(&**s, t => {
-            for (stage, id, fence) in t.bindings_with_fences() {
-                let binding = class.call1((id.as_str(), fence_object(py, &fence)?))?;
-                out.set_item(stage, binding)?;
+        // Read under the lock, built after it.
+        let mut rows = Vec::new();
+        each!(&*core.managers, m => {
+            if let Some(t) = m.get_at(core.key) {
+                unfinished!(t, t => {
+                    for (stage, id, fence) in t.bindings_with_fences() {
+                        rows.push((stage, id.as_str().to_owned(), FenceValues::of(&fence)));
+                    }
+                });
             }
-            Ok::<_, PyErr>(())
-        }))
-        .transpose()?;
+        });
+        drop(g);
+        let class = classes::binding_class(py)?;
+        for (stage, id, fence) in rows {
+            out.set_item(stage, class.call1((id, fence.object(py)?))?)?;
+        }
         Ok(out)
     }
 
     /// `{(stage_id, request_id): DuplexRequestResource}` in reservation order.
     #[getter]
     fn request_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let inner = self.lock(py);
         let out = PyDict::new(py);
-        let Some(core) = inner.core.as_ref() else {
+        let mut g = self.lock(py);
+        let Some(core) = g.parts()?.0 else {
             return Ok(out);
         };
-        let class = resource_class(py)?;
-        on!(core, s => unfinished!(&**s, t => {
-            for (stage, id, state, fence) in t.resources_with_fences() {
-                let submitted = state == RequestState::Submitted;
-                let resource = class.call1((stage, id.as_str(), fence_object(py, &fence)?, submitted))?;
-                out.set_item((stage, id.as_str()), resource)?;
+        let mut rows = Vec::new();
+        each!(&*core.managers, m => {
+            if let Some(t) = m.get_at(core.key) {
+                unfinished!(t, t => {
+                    for (stage, id, state, fence) in t.resources_with_fences() {
+                        let submitted = state == RequestState::Submitted;
+                        rows.push((stage, id.as_str().to_owned(), FenceValues::of(&fence), submitted));
+                    }
+                });
             }
-            Ok::<_, PyErr>(())
-        }))
-        .transpose()?;
+        });
+        drop(g);
+        let class = resource_class(py)?;
+        for (stage, id, fence, submitted) in rows {
+            let resource = class.call1((stage, id.as_str(), fence.object(py)?, submitted))?;
+            out.set_item((stage, id), resource)?;
+        }
         Ok(out)
     }
 
     /// `OrderedDict[operation_id, DuplexCompletedAppend]`, oldest first.
     #[getter]
     fn completed_appends<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.lock(py);
         let ordered = py.import("collections")?.getattr("OrderedDict")?.call0()?;
         let class = classes::completed_class(py)?;
-        let Some(core) = inner.core.as_ref() else {
+        let mut g = self.lock(py);
+        let (core, inner) = g.parts()?;
+        let Some(core) = core else {
             return Ok(ordered);
         };
-        let mut rows: Vec<(String, i64)> = Vec::new();
-        on!(core, s => unfinished!(&**s, t => {
+        let mut rows: Vec<(String, Py<PyTuple>)> = Vec::new();
+        read!(&*core.managers, core.key, |s| unfinished!(s, t => {
             for (op, results) in t.completed_records() {
-                rows.push((op.as_str().to_owned(), results.first().copied().unwrap_or(-1)));
+                let handle = results.first().copied().unwrap_or(-1);
+                if let Some(record) = inner.record(handle) {
+                    rows.push((op.as_str().to_owned(), record.clone_ref(py)));
+                }
             }
         }));
-        for (op, handle) in rows {
-            if let Some(record) = inner.record(handle) {
+        drop(g);
+        for (op, record) in rows {
+            {
                 let r = record.bind(py);
                 let results = PyTuple::new(py, r.iter().skip(3))?;
                 let record =
@@ -282,15 +319,18 @@ impl PySession {
     /// Bytes this session holds outside Python's allocator (which
     /// tracemalloc does not see): the boxed core session and the table of
     /// completed-append handles.
-    fn _native_bytes(&self, py: Python<'_>) -> usize {
-        let inner = self.lock(py);
-        let core = match &inner.core {
-            Some(CoreAny::Server(_)) => std::mem::size_of::<crate::core::ServerAny>(),
-            Some(CoreAny::Conformance(_)) => std::mem::size_of::<crate::core::ConformanceAny>(),
-            None => 0,
+    fn _native_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        let mut g = self.lock(py);
+        let listed = g.key.is_some_and(|key| g.host.side(key).is_some());
+        let inner = g.inner()?;
+        let record = std::mem::size_of::<(i64, Py<PyTuple>)>();
+        let side = std::mem::size_of::<Option<crate::session::Inner>>();
+        let core = if listed {
+            self.profile.session_bytes() + side
+        } else {
+            0
         };
-        let slot = std::mem::size_of::<(i64, Py<PyTuple>)>() + 1;
-        core + inner.records.capacity() * slot
+        Ok(core + inner.records.capacity() * record)
     }
 
     /// The session's lease (a `DuplexLeaseState` view of it).
@@ -307,23 +347,29 @@ impl PySession {
     /// The fence's epoch and turn: the closed session's record once its
     /// core is gone, the core's before.
     fn epoch_turn(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
-        let inner = self.lock(py);
-        if let (None, Some(c)) = (&inner.core, &inner.closed) {
-            return Ok((c.epoch, c.turn));
+        let mut g = self.lock(py);
+        match g.parts()? {
+            (Some(core), _) => read!(&*core.managers, core.key, |s| (
+                s.fence().epoch,
+                s.fence().turn
+            ))
+            .ok_or_else(gone),
+            (None, inner) => inner
+                .closed
+                .as_ref()
+                .map(|c| (c.epoch, c.turn))
+                .ok_or_else(gone),
         }
-        let core = inner.core.as_ref().ok_or_else(gone)?;
-        Ok(on!(core, s => (s.fence().epoch, s.fence().turn)))
     }
 
     /// The session's sequences, limit and generation: its final facts once
     /// closed, the live core's before (zeros for a session that is neither).
     fn counters(&self, py: Python<'_>) -> PyResult<Facts> {
-        let inner = self.lock(py);
-        if let Some(facts) = inner.facts {
-            return Ok(facts);
+        let mut g = self.lock(py);
+        match g.parts()? {
+            (Some(core), _) => Ok(PySession::facts_of(&core).unwrap_or_default()),
+            (None, inner) => inner.closed.as_ref().map(|c| c.facts).ok_or_else(gone),
         }
-        inner.core.as_ref().ok_or_else(gone)?;
-        Ok(PySession::facts_of(&inner).unwrap_or_default())
     }
 }
 

@@ -1,6 +1,7 @@
 """The manager: identity, admission, close, expiry, request cleanup, the
 clock, threads, and the conformance profile."""
 
+import gc
 import threading
 
 import pytest
@@ -221,3 +222,63 @@ def test_the_conformance_profile_has_the_traces_sizes(clock):
         s.record_completed_append("op", fence=f, mode=d.DuplexInputMode.TURN_COMMIT_ONLY, final=True, stage_results=[{}] * 5)
     assert e.value.kind == "full"
     assert d.DuplexSessionRuntimeManager().profile == "server"
+
+
+def test_a_session_finalized_on_its_own_stays_listed_until_the_manager_lets_it_go(clock):
+    # The seed's dict keeps a session its own close finalized: it is still
+    # `get`-able, still counts for admission, and its id cannot be reopened
+    # until the manager's finalize lets it go.
+    m = d.DuplexSessionRuntimeManager(clock=clock, max_sessions=1)
+    f = d.DuplexFence("s")
+    s = m.open_session(f)
+    s.bind_stage_request(0, "r", fence=f)
+    assert s.terminate(f, reason="client_close") is True
+    assert m.get("s") is s and len(m) == 1
+    with pytest.raises(RuntimeError, match="capacity_exhausted"):
+        m.open_session(d.DuplexFence("t"))
+    assert m.close_session(f) is None  # already closing
+    with pytest.raises(RuntimeError) as e:
+        m.finalize_close_session(s)  # its core is closed: only facts remain
+    assert e.value.kind == "wrong_state"
+    # A manager's one-step close of another session frees its slot at once,
+    # and the closed object keeps what the seed's shows.
+    m2 = d.DuplexSessionRuntimeManager(clock=clock)
+    g = d.DuplexFence("g", epoch=2)
+    h = m2.open_session(g, capabilities=d.DuplexRuntimeCapabilities(input_modes={AUDIO}))
+    h.append_input(mode=AUDIO, fence=g)
+    assert m2.close_session(g) is h
+    assert m2.get("g") is None and len(m2) == 0
+    assert (h.epoch, h.input_seq, h.lease.generation, h.lease.terminal_reason) == (2, 1, 1, "explicit_close")
+    assert h.fence is g
+    again = m2.open_session(d.DuplexFence("g", epoch=3))
+    assert again is not h and h.input_seq == 1
+
+
+def test_sessions_outlive_their_manager(clock):
+    m = d.DuplexSessionRuntimeManager(clock=clock)
+    f = d.DuplexFence("s")
+    s = m.open_session(f, capabilities=d.DuplexRuntimeCapabilities(input_modes={AUDIO}))
+    del m
+    gc.collect()
+    # The session holds its host; it works on its own.
+    assert s.append_input(mode=AUDIO, fence=f).seq == 1
+    s.bind_stage_request(0, "r", fence=f)
+    assert s.close() == ["r"]
+
+
+def test_a_manager_and_its_sessions_are_freed(clock):
+    # Each listed object holds the host that lists it; the manager's going
+    # breaks that circle, so nothing is left behind.
+    import weakref
+
+    class Capabilities(d.DuplexRuntimeCapabilities):
+        pass
+
+    caps = Capabilities()
+    probe = weakref.ref(caps)
+    m = d.DuplexSessionRuntimeManager(clock=clock)
+    for i in range(3):
+        m.open_session(d.DuplexFence(f"s{i}"), capabilities=caps)
+    del caps, m
+    gc.collect()
+    assert probe() is None

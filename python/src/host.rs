@@ -1,0 +1,352 @@
+//! The host under every Python object: a `duplex_std::SessionManager` of
+//! one of the two compiled profiles (admission, the expiry index, request
+//! cleanup and slot reuse are its), and beside its slots the Python side
+//! of each session (the objects the host gave, records, the fence object).
+//!
+//! A manager owns one host; a session made by its own constructor owns a
+//! private one. Python code never runs inside a manager call: arguments
+//! and the clock are read before the lock, and the objects an operation
+//! returns are built after it where the operation allows.
+//!
+//! Hosts get the server profile: ids up to 128 bytes (vllm-omni's UUID
+//! session ids are 74 bytes), the seed's window of 256 completed appends,
+//! 16 request resources, 8 stage bindings, 8 active lease operations. The
+//! conformance profile is the one the traces are written for (32-byte ids,
+//! 8 resources, 4 bindings, 8 completed appends, 4 operations, 4 results).
+
+use std::cell::Cell;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use duplex_core::profile::{conformance as c, server as s};
+use duplex_core::{AnySession, Clock, Fence, Instant};
+use duplex_std::{ManagerConfig, SessionKey, SessionManager};
+use pyo3::sync::MutexExt;
+use pyo3::Python;
+
+/// The clock of a host: Python's clock is read before the host is locked
+/// (it may run Python code or raise), and the reading is set here for the
+/// manager call that follows. Readings are taken as given, as the seed
+/// takes them (a host's clock may step back; the core compares).
+#[derive(Debug, Default)]
+pub(crate) struct HostClock(Cell<Instant>);
+
+impl HostClock {
+    /// The reading the next manager call sees.
+    pub(crate) fn set(&self, now: Instant) {
+        self.0.set(now);
+    }
+}
+
+impl Clock for HostClock {
+    fn now(&self) -> Instant {
+        self.0.get()
+    }
+}
+
+/// A session of the server profile (its size is what `_native_bytes`
+/// reports). Each completed append keeps one result: the handle of its
+/// record on the Python side.
+pub(crate) type ServerAny = AnySession<
+    (),
+    (),
+    { s::RESOURCES },
+    { s::BINDINGS },
+    { s::COMPLETED },
+    { s::ACTIVE_OPS },
+    { s::ID_LEN },
+    { s::STAGE_RESULTS },
+>;
+
+/// A session of the conformance profile.
+pub(crate) type ConformanceAny = AnySession<
+    (),
+    (),
+    { c::RESOURCES },
+    { c::BINDINGS },
+    { c::COMPLETED },
+    { c::ACTIVE_OPS },
+    { c::ID_LEN },
+    { c::STAGE_RESULTS },
+>;
+
+/// The manager of server-profile sessions.
+pub(crate) type ServerManager = SessionManager<
+    HostClock,
+    (),
+    (),
+    { s::RESOURCES },
+    { s::BINDINGS },
+    { s::COMPLETED },
+    { s::ACTIVE_OPS },
+    { s::ID_LEN },
+    { s::STAGE_RESULTS },
+>;
+
+/// The manager of conformance-profile sessions.
+pub(crate) type ConformanceManager = SessionManager<
+    HostClock,
+    (),
+    (),
+    { c::RESOURCES },
+    { c::BINDINGS },
+    { c::COMPLETED },
+    { c::ACTIVE_OPS },
+    { c::ID_LEN },
+    { c::STAGE_RESULTS },
+>;
+
+/// Which profile a host's sessions have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Profile {
+    /// Real sizes (the default).
+    Server,
+    /// The traces' sizes.
+    Conformance,
+}
+
+impl Profile {
+    /// The completed-append capacity.
+    pub(crate) fn completed(self) -> usize {
+        match self {
+            Profile::Server => s::COMPLETED,
+            Profile::Conformance => c::COMPLETED,
+        }
+    }
+
+    /// Stage results one completed append may carry (`None`: any number;
+    /// the server profile keeps them in Python).
+    pub(crate) fn stage_results(self) -> Option<usize> {
+        match self {
+            Profile::Server => None,
+            Profile::Conformance => Some(c::STAGE_RESULTS),
+        }
+    }
+
+    /// The profile's name, as the constructor takes it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Profile::Server => "server",
+            Profile::Conformance => "conformance",
+        }
+    }
+
+    /// Bytes one session of the profile occupies in its manager.
+    pub(crate) fn session_bytes(self) -> usize {
+        match self {
+            Profile::Server => std::mem::size_of::<ServerAny>(),
+            Profile::Conformance => std::mem::size_of::<ConformanceAny>(),
+        }
+    }
+}
+
+/// The manager of a host, of either profile.
+#[derive(Debug)]
+pub(crate) enum Managers {
+    Server(ServerManager),
+    Conformance(ConformanceManager),
+}
+
+/// Runs `$body` with `$m` bound to the host's manager of whichever
+/// profile (`&mut` or `&` as `$managers` is).
+macro_rules! each {
+    ($managers:expr, $m:ident => $body:expr) => {
+        match $managers {
+            $crate::host::Managers::Server($m) => $body,
+            $crate::host::Managers::Conformance($m) => $body,
+        }
+    };
+}
+pub(crate) use each;
+
+/// One session's place in its host: the manager and the key.
+#[derive(Debug)]
+pub(crate) struct Core<'a> {
+    pub(crate) managers: &'a mut Managers,
+    pub(crate) key: SessionKey,
+}
+
+/// Runs a session operation on `$core` (a `&mut Core`) through the
+/// manager's books (`SessionManager::update_at`): the `let`s in brackets
+/// first (conversions to the profile's types, whose errors are raised with
+/// `?`), then `$body`, a `Result<T, duplex_core::Error>`, with the session
+/// as `$s`. Evaluates to `PyResult<Result<T, duplex_core::Error>>`
+/// (`wrong_state` once the session has left its manager).
+macro_rules! update {
+    ($core:expr, [$(let $v:ident = $e:expr),*], |$s:ident| $body:expr) => {{
+        let core: &mut $crate::host::Core<'_> = $core;
+        let key = core.key;
+        $crate::host::each!(&mut *core.managers, m => {
+            $(let $v = $e;)*
+            m.update_at(key, |$s| $body).ok_or_else($crate::errors::gone)
+        })
+    }};
+}
+pub(crate) use update;
+
+/// [`update!`] for an operation that takes the time: the host's clock is
+/// set to `$now` (`$t` in `$body`) and the session's deadline reaches the
+/// expiry index (`SessionManager::apply_at`).
+macro_rules! apply {
+    ($core:expr, $now:expr, [$(let $v:ident = $e:expr),*], |$s:ident, $t:ident| $body:expr) => {{
+        let core: &mut $crate::host::Core<'_> = $core;
+        let key = core.key;
+        $crate::host::each!(&mut *core.managers, m => {
+            $(let $v = $e;)*
+            m.clock().set($now);
+            m.apply_at(key, |$s, $t| $body).ok_or_else($crate::errors::gone)
+        })
+    }};
+}
+pub(crate) use apply;
+
+/// Reads the session: `$body` sees it as `$s` (`&AnySession`); evaluates
+/// to `Option<T>` (`None` once it has left its manager).
+macro_rules! read {
+    ($managers:expr, $key:expr, |$s:ident| $body:expr) => {{
+        let key: duplex_std::SessionKey = $key;
+        $crate::host::each!($managers, m => m.get_at(key).map(|$s| $body))
+    }};
+}
+pub(crate) use read;
+
+/// A fence in the core's type of either profile: the last fence argument
+/// of a session, converted once per fence object (a host passes one
+/// `DuplexFence` for every call of a turn).
+#[derive(Debug)]
+pub(crate) enum CoreFence {
+    Server(Fence<{ s::ID_LEN }>),
+    Conformance(Fence<{ c::ID_LEN }>),
+}
+
+/// The profile whose ids are `L` bytes long, for code written once for
+/// both (the profile is inferred from the session the fence goes to).
+pub(crate) trait ProfileFence<const L: usize> {
+    /// The fence, if it is of this profile.
+    fn get(&self) -> Option<&Fence<L>>;
+    /// Wraps a fence of this profile.
+    fn wrap(fence: Fence<L>) -> Self;
+}
+
+impl ProfileFence<{ s::ID_LEN }> for CoreFence {
+    fn get(&self) -> Option<&Fence<{ s::ID_LEN }>> {
+        match self {
+            CoreFence::Server(f) => Some(f),
+            CoreFence::Conformance(_) => None,
+        }
+    }
+
+    fn wrap(fence: Fence<{ s::ID_LEN }>) -> Self {
+        CoreFence::Server(fence)
+    }
+}
+
+impl ProfileFence<{ c::ID_LEN }> for CoreFence {
+    fn get(&self) -> Option<&Fence<{ c::ID_LEN }>> {
+        match self {
+            CoreFence::Conformance(f) => Some(f),
+            CoreFence::Server(_) => None,
+        }
+    }
+
+    fn wrap(fence: Fence<{ c::ID_LEN }>) -> Self {
+        CoreFence::Conformance(fence)
+    }
+}
+
+/// A manager and the host's own data `S` of each of its sessions (the
+/// Python side).
+#[derive(Debug)]
+pub(crate) struct Host<S> {
+    pub(crate) managers: Managers,
+    /// The data of each session, by the session's slot in the manager,
+    /// with the session's key (a slot reused by a later session is that
+    /// session's).
+    pub(crate) side: Vec<Option<(SessionKey, S)>>,
+    /// The number the next session opened gets (the seed lists sessions in
+    /// the order they were opened).
+    pub(crate) next_order: u64,
+}
+
+impl<S> Host<S> {
+    /// The data of the session of `key`, while it is here.
+    #[inline]
+    pub(crate) fn side(&mut self, key: SessionKey) -> Option<&mut S> {
+        match self.side.get_mut(key.slot()) {
+            Some(Some((k, data))) if *k == key => Some(data),
+            _ => None,
+        }
+    }
+
+    /// The manager and the data of the session of `key`, while it is here.
+    #[inline]
+    pub(crate) fn parts(&mut self, key: SessionKey) -> Option<(Core<'_>, &mut S)> {
+        let Host { managers, side, .. } = self;
+        match side.get_mut(key.slot()) {
+            Some(Some((k, data))) if *k == key => Some((Core { managers, key }, data)),
+            _ => None,
+        }
+    }
+
+    /// Places the data of a session just opened.
+    pub(crate) fn place(&mut self, key: SessionKey, data: S) {
+        let slot = key.slot();
+        if self.side.len() <= slot {
+            self.side.resize_with(slot + 1, || None);
+        }
+        if let Some(entry) = self.side.get_mut(slot) {
+            *entry = Some((key, data));
+        }
+    }
+
+    /// Takes the data of a session that has left the manager.
+    pub(crate) fn take(&mut self, key: SessionKey) -> Option<S> {
+        let entry = self.side.get_mut(key.slot())?;
+        if entry.as_ref().is_some_and(|(k, _)| *k == key) {
+            entry.take().map(|(_, data)| data)
+        } else {
+            None
+        }
+    }
+}
+
+/// A host behind its lock, taken with the interpreter released while it
+/// waits (so a thread holding it can always finish).
+#[derive(Debug)]
+pub(crate) struct HostCell<S>(Mutex<Host<S>>);
+
+impl<S> HostCell<S> {
+    /// A host of `profile`; the manager's refusal of the limits as its
+    /// message.
+    pub(crate) fn new(
+        profile: Profile,
+        max_sessions: Option<usize>,
+        completed_limit: usize,
+    ) -> Result<Self, String> {
+        let config = ManagerConfig {
+            max_sessions,
+            completed_append_limit: Some(completed_limit),
+        };
+        let managers = match profile {
+            Profile::Server => Managers::Server(
+                SessionManager::with_capacities(HostClock::default(), config)
+                    .map_err(|e| e.to_string())?,
+            ),
+            Profile::Conformance => Managers::Conformance(
+                SessionManager::with_capacities(HostClock::default(), config)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        Ok(HostCell(Mutex::new(Host {
+            managers,
+            side: Vec::new(),
+            next_order: 0,
+        })))
+    }
+
+    /// Locks the host.
+    pub(crate) fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Host<S>> {
+        self.0
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
