@@ -17,8 +17,22 @@
 use duplex_core::{AnySession, Id};
 use hashbrown::HashTable;
 
-/// Sessions per chunk.
-const CHUNK: usize = 16;
+/// Bytes a chunk holds at most, unless one session is larger: chunks stay
+/// well under the allocator's default threshold for mapping memory of its
+/// own (128 KiB in glibc), so the memory of a dropped manager is reused by
+/// the next rather than handed back to the system and faulted in again.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Sessions per chunk for sessions of `size` bytes: a power of two, 1 to
+/// 16 (16 of the default profile's 1.5 KB sessions; one server-profile
+/// session of 45 KB).
+const fn chunk_len(size: usize) -> usize {
+    let mut n = 16;
+    while n > 1 && n * size > CHUNK_BYTES {
+        n /= 2;
+    }
+    n
+}
 
 type Chunk<
     SC,
@@ -45,7 +59,7 @@ pub(crate) struct Table<
     index: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
     chunks: Vec<Chunk<SC, RC, R, B, D, A, L, K>>,
-    /// Free slots below `chunks.len() * CHUNK`, reused last-freed first.
+    /// Free slots below `chunks.len() * Self::CHUNK`, reused last-freed first.
     free: Vec<u32>,
     /// Per slot, how many sessions have left it: a [`SessionKey`] names a
     /// slot and this count, so a key outlives its session only as a key
@@ -53,11 +67,6 @@ pub(crate) struct Table<
     ///
     /// [`SessionKey`]: super::SessionKey
     stamps: Vec<u32>,
-}
-
-fn split(slot: u32) -> (usize, usize) {
-    let slot = slot as usize;
-    (slot / CHUNK, slot % CHUNK)
 }
 
 fn hash_of(hasher: &foldhash::fast::RandomState, id: &[u8]) -> u64 {
@@ -78,6 +87,18 @@ impl<
         const K: usize,
     > Table<SC, RC, R, B, D, A, L, K>
 {
+    /// Sessions per chunk.
+    const CHUNK: usize = chunk_len(std::mem::size_of::<
+        Option<AnySession<SC, RC, R, B, D, A, L, K>>,
+    >());
+
+    /// The chunk and the place in it of `slot`.
+    #[inline]
+    fn split(slot: u32) -> (usize, usize) {
+        let slot = slot as usize;
+        (slot / Self::CHUNK, slot % Self::CHUNK)
+    }
+
     pub(crate) fn new() -> Self {
         Table {
             index: HashTable::new(),
@@ -95,13 +116,13 @@ impl<
 
     /// One past the highest slot number ever used.
     pub(crate) fn slot_bound(&self) -> usize {
-        self.chunks.len() * CHUNK
+        self.chunks.len() * Self::CHUNK
     }
 
     /// The session in an occupied `slot` (one reached through the index or
     /// the deadline heap).
     pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
-        let (c, i) = split(slot);
+        let (c, i) = Self::split(slot);
         self.chunks.get(c)?.get(i)?.as_ref()
     }
 
@@ -111,7 +132,7 @@ impl<
         &mut self,
         slot: u32,
     ) -> Option<&mut Option<AnySession<SC, RC, R, B, D, A, L, K>>> {
-        let (c, i) = split(slot);
+        let (c, i) = Self::split(slot);
         self.chunks.get_mut(c)?.get_mut(i)
     }
 
@@ -135,7 +156,7 @@ impl<
     pub(crate) fn find_hashed(&self, hash: u64, id: &Id<L>) -> Option<u32> {
         let chunks = &self.chunks;
         let same = |&slot: &u32| {
-            let (c, i) = split(slot);
+            let (c, i) = Self::split(slot);
             chunks
                 .get(c)
                 .and_then(|chunk| chunk.get(i))
@@ -174,11 +195,12 @@ impl<
             let base = self.slot_bound() as u32;
             // Built on the heap directly (a `Box::new` of an array would
             // build 25 KB on the stack first).
-            let chunk: Chunk<SC, RC, R, B, D, A, L, K> = (0..CHUNK).map(|_| None).collect();
+            let chunk: Chunk<SC, RC, R, B, D, A, L, K> = (0..Self::CHUNK).map(|_| None).collect();
             self.chunks.push(chunk);
             self.stamps.resize(self.slot_bound(), 0);
             // The rest of the chunk is free, lowest slot used first.
-            self.free.extend((base + 1..base + CHUNK as u32).rev());
+            self.free
+                .extend((base + 1..base + Self::CHUNK as u32).rev());
             (base, true)
         };
         if let Some(entry) = self.entry(slot) {
@@ -194,7 +216,7 @@ impl<
             ..
         } = self;
         let rehash = |&slot: &u32| {
-            let (c, i) = split(slot);
+            let (c, i) = Self::split(slot);
             chunks
                 .get(c)
                 .and_then(|chunk| chunk.get(i))
