@@ -99,8 +99,13 @@ impl PySession {
             _ => None,
         };
         let mut g = self.lock(py);
-        if let Some(reason) = &g.inner()?.terminal_reason {
-            let reason = reason.bind(py).to_str()?.to_owned();
+        // Terminal: the core's Closing or Closed; the reason as the host
+        // named it.
+        if matches!(g.kind()?, StateKind::Closing | StateKind::Closed) {
+            let reason = match &g.inner()?.terminal_reason {
+                Some(reason) => reason.bind(py).to_str()?.to_owned(),
+                None => String::from("closed"),
+            };
             return Err(with_kind(
                 PyRuntimeError::new_err(format!("duplex lease is terminal: {reason}")),
                 "wrong_state",
@@ -152,7 +157,7 @@ impl PySession {
     fn _lease_mark_terminal(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
         let reason = args::string(reason, "reason")?;
         let mut g = self.lock(py);
-        if g.inner()?.terminal_reason.is_some() {
+        if matches!(g.kind()?, StateKind::Closing | StateKind::Closed) {
             return Ok(false);
         }
         let fence = self.fence_obj(py, &mut g)?;

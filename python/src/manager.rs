@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use duplex_core::Id;
+use duplex_core::{Id, StateKind};
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -320,9 +320,13 @@ impl PyManager {
     fn finalize_close_session(&self, py: Python<'_>, session: Py<PySession>) -> PyResult<()> {
         let s = session.get();
         let mut g = s.lock(py);
-        let ids = s.finalize_locked(py, &mut g)?;
+        // A session closed where it sits (the seed's `terminate`) only
+        // leaves the manager, as the seed pops it.
+        if g.kind()? != StateKind::Closed {
+            let ids = s.finalize_locked(py, &mut g)?;
+            drop(ids);
+        }
         drop(g);
-        drop(ids);
         self.remove(py, s);
         Ok(())
     }
@@ -438,8 +442,8 @@ impl PyManager {
             let Some(session) = self.lookup(py, id.to_str()?) else {
                 continue;
             };
-            let terminal = session.get().lock(py).inner()?.terminal_reason.is_some();
-            if terminal {
+            let kind = session.get().lock(py).kind()?;
+            if matches!(kind, StateKind::Closing | StateKind::Closed) {
                 self.finalize_close_session(py, session)?;
             }
         }

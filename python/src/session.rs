@@ -496,7 +496,8 @@ impl PySession {
     ) -> PyResult<bool> {
         let mut g = self.lock(py);
         let cx = self.cx(py);
-        if g.inner()?.terminal_reason.is_some() {
+        // Already closing (or closed): the seed answers False.
+        if !matches!(g.kind()?, StateKind::Open | StateKind::Detached) {
             return Ok(false);
         }
         let accepted = update!(&mut g.core()?, [let f = fence.fence()?], |s| s.accept_fence(&f))?;

@@ -237,9 +237,10 @@ def test_a_session_finalized_on_its_own_stays_listed_until_the_manager_lets_it_g
     with pytest.raises(RuntimeError, match="capacity_exhausted"):
         m.open_session(d.DuplexFence("t"))
     assert m.close_session(f) is None  # already closing
-    with pytest.raises(RuntimeError) as e:
-        m.finalize_close_session(s)  # its core is closed: only facts remain
-    assert e.value.kind == "wrong_state"
+    m.finalize_closed_sessions(["s"])  # the seed pops a terminal session
+    assert m.get("s") is None and len(m) == 0
+    assert s.lease.terminal_reason == "client_close" and s.close() == []
+    m.open_session(d.DuplexFence("t"))
     # A manager's one-step close of another session frees its slot at once,
     # and the closed object keeps what the seed's shows.
     m2 = d.DuplexSessionRuntimeManager(clock=clock)
