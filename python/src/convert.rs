@@ -151,13 +151,7 @@ pub(crate) fn fence_object<'py, const L: usize>(
     py: Python<'py>,
     fence: &Fence<L>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    fence_class(py)?.call1((
-        fence.session.as_str(),
-        fence.epoch,
-        fence.turn,
-        fence.response,
-        fence.incarnation,
-    ))
+    FenceValues::of(fence).object(py)
 }
 
 /// A fence's values, read from the core under a host's lock and made a

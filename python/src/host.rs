@@ -227,31 +227,26 @@ pub(crate) trait ProfileFence<const L: usize> {
     fn wrap(fence: Fence<L>) -> Self;
 }
 
-impl ProfileFence<{ s::ID_LEN }> for CoreFence {
-    fn get(&self) -> Option<&Fence<{ s::ID_LEN }>> {
-        match self {
-            CoreFence::Server(f) => Some(f),
-            CoreFence::Conformance(_) => None,
-        }
-    }
+/// `ProfileFence` for the profile whose fences are `$variant`.
+macro_rules! profile_fence {
+    ($len:expr, $variant:ident) => {
+        impl ProfileFence<{ $len }> for CoreFence {
+            fn get(&self) -> Option<&Fence<{ $len }>> {
+                match self {
+                    CoreFence::$variant(f) => Some(f),
+                    _ => None,
+                }
+            }
 
-    fn wrap(fence: Fence<{ s::ID_LEN }>) -> Self {
-        CoreFence::Server(fence)
-    }
+            fn wrap(fence: Fence<{ $len }>) -> Self {
+                CoreFence::$variant(fence)
+            }
+        }
+    };
 }
 
-impl ProfileFence<{ c::ID_LEN }> for CoreFence {
-    fn get(&self) -> Option<&Fence<{ c::ID_LEN }>> {
-        match self {
-            CoreFence::Conformance(f) => Some(f),
-            CoreFence::Server(_) => None,
-        }
-    }
-
-    fn wrap(fence: Fence<{ c::ID_LEN }>) -> Self {
-        CoreFence::Conformance(fence)
-    }
-}
+profile_fence!(s::ID_LEN, Server);
+profile_fence!(c::ID_LEN, Conformance);
 
 /// A manager and the host's own data `S` of each of its sessions (the
 /// Python side).

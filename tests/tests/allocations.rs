@@ -16,6 +16,19 @@ fn id(s: &str) -> Id {
     Id::new(s).expect("valid id")
 }
 
+/// A manager holding 1,000 open sessions, and their fences.
+fn thousand_sessions(clock: &ManualClock) -> (SessionManager<&ManualClock>, Vec<Fence>) {
+    let mut m = SessionManager::new(clock, ManagerConfig::default()).unwrap();
+    let fences: Vec<Fence> = (0..1_000)
+        .map(|i| Fence::new(id(&format!("s{i}")), 0))
+        .collect();
+    for f in &fences {
+        m.open(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
+            .unwrap();
+    }
+    (m, fences)
+}
+
 #[test]
 fn typed_session_operations_do_not_allocate() {
     let f0 = Fence::new(id("s"), 0);
@@ -54,14 +67,7 @@ fn typed_session_operations_do_not_allocate() {
 #[test]
 fn manager_steady_state_does_not_allocate() {
     let clock = ManualClock::new(Instant::ZERO);
-    let mut m = SessionManager::new(&clock, ManagerConfig::default()).unwrap();
-    let fences: Vec<Fence> = (0..1_000)
-        .map(|i| Fence::new(id(&format!("s{i}")), 0))
-        .collect();
-    for f in &fences {
-        m.open(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
-            .unwrap();
-    }
+    let (mut m, fences) = thousand_sessions(&clock);
     // Warm up once so lazily sized scratch space (the reaper's list of
     // excluded sessions) exists.
     assert!(m.collect_expired([&fences[0].session]).is_empty());
@@ -97,14 +103,7 @@ fn keyed_access_does_not_allocate() {
     // The Python package's path: a SessionKey per session, the operations
     // through the manager's books.
     let clock = ManualClock::new(Instant::ZERO);
-    let mut m = SessionManager::new(&clock, ManagerConfig::default()).unwrap();
-    let fences: Vec<Fence> = (0..1_000)
-        .map(|i| Fence::new(id(&format!("s{i}")), 0))
-        .collect();
-    for f in &fences {
-        m.open(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
-            .unwrap();
-    }
+    let (mut m, fences) = thousand_sessions(&clock);
     let keys: Vec<_> = fences.iter().map(|f| m.key(&f.session).unwrap()).collect();
     let llm = id("llm");
     let info = measure(|| {
