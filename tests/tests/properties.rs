@@ -67,7 +67,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => prop::option::of(s.clone()).prop_map(|excluded| Op::CollectExpired { excluded }),
         1 => prop::collection::vec(text("r"), 1..3).prop_map(|requests| Op::CloseForRequests { requests }),
         1 => prop::collection::vec(s.clone(), 1..4).prop_map(|sessions| Op::FinalizeClosed { sessions }),
-        1 => (s, 0u8..3).prop_map(|(s, skip)| Op::Migrate { s, skip }),
+        1 => (s.clone(), 0u8..3).prop_map(|(s, skip)| Op::Migrate { s, skip }),
+        3 => (s, rel(), 0u8..24, text("op")).prop_map(|(s, f, what, op)| Op::Keyed { s, f, what, op }),
     ]
 }
 

@@ -196,6 +196,15 @@ pub enum Op {
         s: usize,
         skip: u8,
     },
+    /// Through a `SessionKey` taken just before (`apply_at`, `update_at`,
+    /// as the Python package calls): `what % 4` picks touch, detach, an
+    /// append of `mode(what / 4)`, or ending operation `op`.
+    Keyed {
+        s: usize,
+        f: Rel,
+        what: u8,
+        op: String,
+    },
 }
 
 type Manager<'c> = SessionManager<&'c ManualClock, u8, u8>;
@@ -420,6 +429,30 @@ impl Harness<'_> {
                 for r in self.m.finalize_closed(&ids) {
                     report(&r.session, &r.ids);
                 }
+            }
+            Op::Keyed { s, f, what, op } => {
+                let fence = self.fence(s, f);
+                let Some(key) = self.m.key(&fence.session) else {
+                    return Err(duplex_std::Error::UnknownSession {
+                        session: fence.session,
+                    });
+                };
+                let done = match what % 4 {
+                    0 => self
+                        .m
+                        .apply_at(key, |x, now| x.touch(&fence, Activity::Heartbeat, now)),
+                    1 => self.m.apply_at(key, |x, now| x.detach(&fence, now)),
+                    2 => self
+                        .m
+                        .update_at(key, |x| x.append(&fence, mode(what / 4)).map(|_| ())),
+                    _ => match Id::new(&op) {
+                        Ok(op) => self
+                            .m
+                            .apply_at(key, |x, now| x.end_operation(&fence, &op, now)),
+                        Err(e) => Some(Err(e)),
+                    },
+                };
+                done.expect("a key just taken reaches its session")?;
             }
             Op::Migrate { s, skip } => {
                 let Some(current) = self.m.get(&session(s)).map(|x| x.fence().incarnation) else {
