@@ -43,57 +43,40 @@ impl Clock for HostClock {
     }
 }
 
-/// A session of the server profile (its size is what `_native_bytes`
-/// reports). Each completed append keeps one result: the handle of its
-/// record on the Python side.
-pub(crate) type ServerAny = AnySession<
-    (),
-    (),
-    { s::RESOURCES },
-    { s::BINDINGS },
-    { s::COMPLETED },
-    { s::ACTIVE_OPS },
-    { s::ID_LEN },
-    { s::STAGE_RESULTS },
->;
+/// The session and manager types of one compiled profile (`$p`: its
+/// module of capacities). Each completed append keeps one result: the
+/// handle of its record on the Python side.
+macro_rules! profile_types {
+    ($p:ident, $any:ident, $manager:ident, $name:literal) => {
+        #[doc = concat!("A session of the ", $name, " profile (its size is what `_native_bytes` reports).")]
+        pub(crate) type $any = AnySession<
+            (),
+            (),
+            { $p::RESOURCES },
+            { $p::BINDINGS },
+            { $p::COMPLETED },
+            { $p::ACTIVE_OPS },
+            { $p::ID_LEN },
+            { $p::STAGE_RESULTS },
+        >;
 
-/// A session of the conformance profile.
-pub(crate) type ConformanceAny = AnySession<
-    (),
-    (),
-    { c::RESOURCES },
-    { c::BINDINGS },
-    { c::COMPLETED },
-    { c::ACTIVE_OPS },
-    { c::ID_LEN },
-    { c::STAGE_RESULTS },
->;
+        #[doc = concat!("The manager of ", $name, "-profile sessions.")]
+        pub(crate) type $manager = SessionManager<
+            HostClock,
+            (),
+            (),
+            { $p::RESOURCES },
+            { $p::BINDINGS },
+            { $p::COMPLETED },
+            { $p::ACTIVE_OPS },
+            { $p::ID_LEN },
+            { $p::STAGE_RESULTS },
+        >;
+    };
+}
 
-/// The manager of server-profile sessions.
-pub(crate) type ServerManager = SessionManager<
-    HostClock,
-    (),
-    (),
-    { s::RESOURCES },
-    { s::BINDINGS },
-    { s::COMPLETED },
-    { s::ACTIVE_OPS },
-    { s::ID_LEN },
-    { s::STAGE_RESULTS },
->;
-
-/// The manager of conformance-profile sessions.
-pub(crate) type ConformanceManager = SessionManager<
-    HostClock,
-    (),
-    (),
-    { c::RESOURCES },
-    { c::BINDINGS },
-    { c::COMPLETED },
-    { c::ACTIVE_OPS },
-    { c::ID_LEN },
-    { c::STAGE_RESULTS },
->;
+profile_types!(s, ServerAny, ServerManager, "server");
+profile_types!(c, ConformanceAny, ConformanceManager, "conformance");
 
 /// Which profile a host's sessions have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -54,7 +54,7 @@ impl Drop for PyManager {
 }
 
 /// A close reason argument: the given `str`, or `"explicit_close"`.
-fn close_reason<'py>(
+fn reason_arg<'py>(
     py: Python<'py>,
     reason: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyString>> {
@@ -274,7 +274,7 @@ impl PyManager {
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         FenceArg::check_type(fence, "close_session")?;
-        let reason = close_reason(py, reason)?;
+        let reason = reason_arg(py, reason)?;
         let id: String = fence
             .getattr(pyo3::intern!(py, "session_id"))?
             .extract()
@@ -305,7 +305,7 @@ impl PyManager {
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
         let arg = FenceArg::read_exact(fence, "begin_close_session")?;
-        let reason = close_reason(py, reason)?;
+        let reason = reason_arg(py, reason)?;
         let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
             return Ok(None);
         };

@@ -324,7 +324,7 @@ impl PySession {
         let listed = g.key.is_some_and(|key| g.host.side(key).is_some());
         let inner = g.inner()?;
         let record = std::mem::size_of::<(i64, Py<PyTuple>)>();
-        let side = std::mem::size_of::<Option<crate::session::Inner>>();
+        let side = std::mem::size_of::<Option<(duplex_std::SessionKey, crate::session::Inner)>>();
         let core = if listed {
             self.profile.session_bytes() + side
         } else {

@@ -91,6 +91,12 @@ fn a_session_closed_where_it_sits_stays_listed_until_removed() {
     m.open(f.clone(), OpenOptions::default()).unwrap();
     let key = m.key(&f.session).unwrap();
     m.bind(&f, 0, "r").unwrap();
+    // Removing a session that is not closed is refused and changes nothing.
+    let before = m.inspect(&f.session).unwrap();
+    let refused = m.remove_closed_at(key).unwrap().unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::WrongState);
+    assert_eq!(m.inspect(&f.session).unwrap(), before);
+    assert_eq!((m.len(), m.key(&f.session)), (1, Some(key)));
     let mut released = duplex_core::RequestIds::new();
     m.update_at(key, |s| {
         s.close_into(&f, CloseReason::ExplicitClose, &mut released)

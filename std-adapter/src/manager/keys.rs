@@ -66,6 +66,17 @@ impl<
     > SessionManager<C, SC, RC, R, B, D, A, L, K>
 {
     /// The key of the session named `session` (see [`SessionKey`]).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// assert_eq!(m.key(&f.session), None);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// assert!(m.key(&f.session).is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn key(&self, session: &Id<L>) -> Option<SessionKey> {
         let slot = self.table.find(session)?;
         Some(SessionKey {
@@ -100,6 +111,24 @@ impl<
     /// [`Sessions::update`](crate::Sessions::update) through a key: an
     /// operation that takes no time, with the manager's books kept (state
     /// changes, refusals). `None` once the key's session has left.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let key = m.key(&f.session).unwrap();
+    /// m.update_at(key, |s| s.bind(&f, 0, &Id::new("tts")?)).unwrap()?;
+    /// let stale = f.clone().with_epoch(0).with_turn(0);
+    /// let later = f.clone().with_epoch(1);
+    /// m.update_at(key, |s| s.accept_fence(&later)).unwrap()?;
+    /// // A refusal passes through and changes nothing.
+    /// let refused = m.update_at(key, |s| s.bind(&stale, 1, &Id::new("llm")?)).unwrap();
+    /// assert_eq!(refused.unwrap_err().kind(), ErrorKind::FenceMismatch);
+    /// assert_eq!(m.inspect(&f.session).unwrap().bindings.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn update_at<T>(
         &mut self,
