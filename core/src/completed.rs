@@ -9,6 +9,30 @@ use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
 use crate::id::Id;
 use crate::mode::{InputMode, Modes};
+use crate::storage::{Column, Results, Storage, StoredId};
+
+/// A completed append as its session keeps it: what
+/// [`Session::completed_appends`](crate::Session::completed_appends) lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedAppend<'a, I> {
+    /// The operation id (an [`Id`] with inline storage).
+    pub operation: &'a I,
+    /// The recorded fence's epoch.
+    pub epoch: u64,
+    /// The recorded fence's turn.
+    pub turn: u64,
+    /// The recorded fence's response.
+    pub response: u64,
+    /// Whether the recorded fence named this session and its incarnation
+    /// (only such records answer [`Session::completed`](crate::Session::completed)).
+    pub own_identity: bool,
+    /// The recorded input mode.
+    pub mode: InputMode,
+    /// The recorded finality.
+    pub finality: Finality,
+    /// The recorded stage results.
+    pub results: &'a [i64],
+}
 
 /// `meta` bit: the record's finality is `Final`.
 const FINAL: u8 = 1 << 3;
@@ -47,14 +71,14 @@ fn meta(mode: InputMode, finality: Finality, own_identity: bool) -> u8 {
 /// comparisons in a full window of 256, 3 in one of 8.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
-    ops: [Id<L>; D],
-    positions: [Position; D],
-    results: [[i64; K]; D],
+pub(crate) struct Completed<const D: usize, const L: usize, const K: usize, M: Storage> {
+    ops: M::Column<M::Id<L>, D>,
+    positions: M::Column<Position, D>,
+    results: M::Column<Results<K>, D>,
     /// Mode, flags and results count of each slot.
-    metas: [u8; D],
+    metas: M::Column<u8, D>,
     /// The live records' slots in op-id order: `sorted[..len]`.
-    sorted: [u8; D],
+    sorted: M::Column<u8, D>,
     /// The oldest record's slot.
     head: u8,
     /// The runtime limit (in `1..=D`) less one, so that 256 fits a byte.
@@ -67,7 +91,7 @@ pub(crate) struct Completed<const D: usize, const L: usize, const K: usize> {
     modes: Modes,
 }
 
-impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
+impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L, K, M> {
     /// Compile-time checks: slots fit a byte, counts fit three bits.
     const LAYOUT_OK: () = {
         assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
@@ -78,18 +102,14 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     };
 
     /// An empty cache; `limit` must be in `1..=D` (checked by the caller).
-    pub(crate) const fn new(limit: u16, modes: Modes) -> Self {
+    pub(crate) fn new(limit: u16, modes: Modes) -> Self {
         let () = Self::LAYOUT_OK;
         Completed {
-            ops: [const { Id::UNUSED }; D],
-            positions: [Position {
-                epoch: 0,
-                turn: 0,
-                response: 0,
-            }; D],
-            results: [[0; K]; D],
-            metas: [0; D],
-            sorted: [0; D],
+            ops: Column::empty(),
+            positions: Column::empty(),
+            results: Column::empty(),
+            metas: Column::empty(),
+            sorted: Column::empty(),
             head: 0,
             limit_less_one: limit.saturating_sub(1) as u8,
             len: 0,
@@ -114,6 +134,32 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.head = 0;
+        self.ops.trim_to(0);
+        self.positions.trim_to(0);
+        self.results.trim_to(0);
+        self.metas.trim_to(0);
+        self.sorted.trim_to(0);
+    }
+
+    /// Bytes held on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ops.heap_bytes()
+            + self.positions.heap_bytes()
+            + self.results.heap_bytes()
+            + self.metas.heap_bytes()
+            + self.sorted.heap_bytes()
+    }
+
+    /// Slots in the ring: `D` inline (a constant, so `%` is a mask for a
+    /// power of two), the limit on the heap (so that the columns never
+    /// hold more rows than the limit).
+    #[inline]
+    fn ring(&self) -> usize {
+        if M::GROWS {
+            self.limit()
+        } else {
+            D
+        }
     }
 
     /// Empties the cache and sets a new limit (already checked) and modes.
@@ -126,13 +172,14 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     /// The slot of record `i` (0 = oldest).
     #[inline]
     fn slot(&self, i: usize) -> usize {
-        (usize::from(self.head) + i) % D
+        (usize::from(self.head) + i) % self.ring()
     }
 
     /// The record index (0 = oldest) of `slot`.
     #[inline]
     fn age(&self, slot: usize) -> usize {
-        (slot + D - usize::from(self.head)) % D
+        let ring = self.ring();
+        (slot + ring - usize::from(self.head)) % ring
     }
 
     /// Where `op` is in `sorted`: `Ok(position)` if recorded, else
@@ -141,11 +188,27 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
     /// step is a coin flip that a branch predictor would mostly miss.
     #[inline]
     fn search(&self, op: &Id<L>) -> Result<usize, usize> {
+        self.search_by(|o| o.index_cmp(op))
+    }
+
+    /// [`search`](Self::search) for the id in `slot`.
+    #[inline]
+    fn search_slot(&self, slot: usize) -> Result<usize, usize> {
+        match self.ops.get(slot) {
+            Some(op) => self.search_by(|o| o.order(op)),
+            None => Err(0),
+        }
+    }
+
+    /// The search, with `cmp` ordering a recorded op id against the one
+    /// sought.
+    #[inline]
+    fn search_by(&self, cmp: impl Fn(&M::Id<L>) -> core::cmp::Ordering) -> Result<usize, usize> {
         let live = self.sorted.get(..self.len()).unwrap_or_default();
         let before = |position: usize| {
             live.get(position)
                 .and_then(|&slot| self.ops.get(usize::from(slot)))
-                .map(|o| o.index_cmp(op))
+                .map(&cmp)
         };
         let (mut base, mut size) = (0, live.len());
         while size > 1 {
@@ -172,30 +235,53 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         if D <= LINEAR_MAX {
             return (0..self.len())
                 .map(|i| self.slot(i))
-                .find(|&slot| self.ops.get(slot) == Some(op));
+                .find(|&slot| self.ops.get(slot).is_some_and(|o| o.is(op)));
         }
         let at = self.search(op).ok()?;
         self.sorted.get(at).map(|&slot| usize::from(slot))
     }
 
     /// The recorded op ids, oldest first.
-    pub(crate) fn ops(&self) -> impl Iterator<Item = &Id<L>> {
+    pub(crate) fn ops(&self) -> impl Iterator<Item = &M::Id<L>> {
         (0..self.len()).filter_map(|i| self.ops.get(self.slot(i)))
     }
 
     /// The records `(op, results)`, oldest first.
-    pub(crate) fn results(&self) -> impl Iterator<Item = (&Id<L>, &[i64])> {
+    pub(crate) fn results(&self) -> impl Iterator<Item = (&M::Id<L>, &[i64])> {
         (0..self.len()).filter_map(|i| {
             let slot = self.slot(i);
             let count = usize::from(*self.metas.get(slot)? >> COUNT_SHIFT);
-            Some((self.ops.get(slot)?, self.results.get(slot)?.get(..count)?))
+            Some((self.ops.get(slot)?, self.results.get(slot)?.0.get(..count)?))
+        })
+    }
+
+    /// The records, oldest first, decoded.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = CompletedAppend<'_, M::Id<L>>> {
+        (0..self.len()).filter_map(|i| {
+            let slot = self.slot(i);
+            let meta = *self.metas.get(slot)?;
+            let position = *self.positions.get(slot)?;
+            Some(CompletedAppend {
+                operation: self.ops.get(slot)?,
+                epoch: position.epoch,
+                turn: position.turn,
+                response: position.response,
+                own_identity: meta & OWN_IDENTITY != 0,
+                mode: *InputMode::ALL.get(usize::from(meta & 0b111))?,
+                finality: Finality::from(meta & FINAL != 0),
+                results: self
+                    .results
+                    .get(slot)?
+                    .0
+                    .get(..usize::from(meta >> COUNT_SHIFT))?,
+            })
         })
     }
 
     /// The records `(op, position, results, meta byte)`, oldest first, for
     /// snapshots (the meta byte without the results count).
     #[cfg(feature = "serde")]
-    pub(crate) fn records(&self) -> impl Iterator<Item = (&Id<L>, Position, &[i64], u8)> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = (&M::Id<L>, Position, &[i64], u8)> {
         (0..self.len()).filter_map(|i| {
             let slot = self.slot(i);
             let meta = *self.metas.get(slot)?;
@@ -204,6 +290,7 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
                 *self.positions.get(slot)?,
                 self.results
                     .get(slot)?
+                    .0
                     .get(..usize::from(meta >> COUNT_SHIFT))?,
                 meta & FLAGS,
             ))
@@ -277,7 +364,7 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         Ok(Some(
             self.results
                 .get(slot)
-                .and_then(|r| r.get(..count))
+                .and_then(|r| r.0.get(..count))
                 .unwrap_or_default(),
         ))
     }
@@ -288,10 +375,8 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
             return;
         }
         let (slot, len) = (usize::from(self.head), self.len());
-        if let Some(op) = self.ops.get(slot) {
-            if let Ok(at) = self.search(op) {
-                rotate_out(&mut self.sorted, at, len);
-            }
+        if let Ok(at) = self.search_slot(slot) {
+            rotate_out(&mut self.sorted, at, len);
         }
         self.head = (self.slot(1)) as u8;
         self.len -= 1;
@@ -306,10 +391,8 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         if age >= len {
             return;
         }
-        if let Some(op) = self.ops.get(slot) {
-            if let Ok(at) = self.search(op) {
-                rotate_out(&mut self.sorted, at, len);
-            }
+        if let Ok(at) = self.search_slot(slot) {
+            rotate_out(&mut self.sorted, at, len);
         }
         for i in age..len - 1 {
             let (to, from) = (self.slot(i), self.slot(i + 1));
@@ -320,11 +403,11 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         }
         self.len -= 1;
         // The younger records' slots moved one towards the front.
-        let (head, live) = (usize::from(self.head), self.len());
+        let (head, live, ring) = (usize::from(self.head), self.len(), self.ring());
         for s in self.sorted.iter_mut().take(live) {
-            let moved = (usize::from(*s) + D - head) % D > age;
+            let moved = (usize::from(*s) + ring - head) % ring > age;
             if moved {
-                *s = ((usize::from(*s) + D - 1) % D) as u8;
+                *s = ((usize::from(*s) + ring - 1) % ring) as u8;
             }
         }
     }
@@ -359,15 +442,20 @@ impl<const D: usize, const L: usize, const K: usize> Completed<D, L, K> {
         let Err(at) = self.search(op) else {
             return Ok(());
         };
+        self.ops.grow_to(slot + 1);
+        self.positions.grow_to(slot + 1);
+        self.results.grow_to(slot + 1);
+        self.metas.grow_to(slot + 1);
+        self.sorted.grow_to(len + 1);
         if let (Some(o), Some(p), Some(r), Some(m)) = (
             self.ops.get_mut(slot),
             self.positions.get_mut(slot),
             self.results.get_mut(slot),
             self.metas.get_mut(slot),
         ) {
-            o.clone_from(op);
+            o.set(op);
             *p = fence.position();
-            if let Some(dst) = r.get_mut(..results.len()) {
+            if let Some(dst) = r.0.get_mut(..results.len()) {
                 dst.copy_from_slice(results);
             }
             *m = meta(mode, finality, own_identity) | (count << COUNT_SHIFT);
@@ -409,7 +497,7 @@ mod tests {
             x % n
         };
         let fence = Fence::<16>::new(Id::new("s").unwrap(), 0);
-        let mut cache = Completed::<D, 16, 1>::new(limit, Modes::default());
+        let mut cache = Completed::<D, 16, 1, crate::storage::Inline>::new(limit, Modes::default());
         let mut model: Vec<(Id<16>, i64)> = Vec::new();
         for step in 0..steps {
             let op = Id::<16>::new(&std::format!("op-{}", next(3 * u64::from(limit)))).unwrap();

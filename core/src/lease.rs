@@ -8,6 +8,7 @@ use core::fmt;
 
 use crate::error::{ConfigField, Error, Table};
 use crate::id::Id;
+use crate::storage::{Column, Storage, StoredId};
 use crate::time::{Duration, Instant};
 
 /// Lease timing. Both spans are positive; the idle TTL may be absent (the
@@ -246,28 +247,30 @@ impl fmt::Display for CloseReason {
 /// Lease bookkeeping shared by every live state.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Lease<const A: usize, const L: usize> {
+pub(crate) struct Lease<const A: usize, const L: usize, M: Storage> {
     pub(crate) config: LeaseConfig,
     pub(crate) generation: u64,
     pub(crate) last_activity: Instant,
-    pub(crate) active: ActiveOps<A, L>,
+    pub(crate) active: ActiveOps<A, L, M>,
 }
 
 /// The active operation ids: a set of at most `A`, kept as a prefix of a
-/// fixed array followed by [`Id::UNUSED`] fillers. The count is where the
-/// fillers start, so the set needs no length byte of its own (with `A` ids
-/// of `L` bytes it is exactly `A * L` bytes, which keeps the lease a whole
-/// number of words).
+/// column followed by unused rows (inline: [`Id::UNUSED`] fillers; heap:
+/// none, the column is as long as the set). The count is where the unused
+/// rows start, so the set needs no length byte of its own (with `A` inline
+/// ids of `L` bytes it is exactly `A * L` bytes, which keeps the lease a
+/// whole number of words).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct ActiveOps<const A: usize, const L: usize> {
-    ids: [Id<L>; A],
+pub(crate) struct ActiveOps<const A: usize, const L: usize, M: Storage> {
+    /// The active ids, then unused rows.
+    ids: M::Column<M::Id<L>, A>,
 }
 
-impl<const A: usize, const L: usize> ActiveOps<A, L> {
-    pub(crate) const fn new() -> Self {
+impl<const A: usize, const L: usize, M: Storage> ActiveOps<A, L, M> {
+    pub(crate) fn new() -> Self {
         ActiveOps {
-            ids: [const { Id::UNUSED }; A],
+            ids: Column::empty(),
         }
     }
 
@@ -275,12 +278,12 @@ impl<const A: usize, const L: usize> ActiveOps<A, L> {
     pub(crate) fn len(&self) -> usize {
         self.ids
             .iter()
-            .position(|id| *id == Id::UNUSED)
-            .unwrap_or(A)
+            .position(StoredId::is_unused)
+            .unwrap_or(self.ids.len())
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.ids.first().is_none_or(|id| *id == Id::UNUSED)
+        self.ids.first().is_none_or(StoredId::is_unused)
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -288,20 +291,24 @@ impl<const A: usize, const L: usize> ActiveOps<A, L> {
     }
 
     pub(crate) fn contains(&self, op: &Id<L>) -> bool {
-        self.iter().any(|a| a == op)
+        self.iter().any(|a| a.is(op))
     }
 
     /// The active ids.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Id<L>> {
-        self.ids.iter().take_while(|id| **id != Id::UNUSED)
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &M::Id<L>> {
+        self.ids.iter().take_while(|id| !id.is_unused())
     }
 
     /// Adds `op`; refused (and handed back) when the set is full.
     pub(crate) fn push(&mut self, op: Id<L>) -> Result<(), Id<L>> {
         let len = self.len();
+        if len >= A {
+            return Err(op);
+        }
+        self.ids.grow_to(len + 1);
         match self.ids.get_mut(len) {
             Some(slot) => {
-                *slot = op;
+                slot.set(&op);
                 Ok(())
             }
             None => Err(op),
@@ -314,20 +321,27 @@ impl<const A: usize, const L: usize> ActiveOps<A, L> {
         if index <= last {
             self.ids.swap(index, last);
             if let Some(slot) = self.ids.get_mut(last) {
-                *slot = Id::UNUSED;
+                *slot = Default::default();
             }
+            self.ids.trim_to(last);
         }
+    }
+
+    /// Bytes held on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ids.heap_bytes()
     }
 
     pub(crate) fn clear(&mut self) {
-        for slot in &mut self.ids {
-            *slot = Id::UNUSED;
+        for slot in self.ids.iter_mut() {
+            *slot = Default::default();
         }
+        self.ids.trim_to(0);
     }
 }
 
-impl<const A: usize, const L: usize> Lease<A, L> {
-    pub(crate) const fn new(config: LeaseConfig, now: Instant) -> Self {
+impl<const A: usize, const L: usize, M: Storage> Lease<A, L, M> {
+    pub(crate) fn new(config: LeaseConfig, now: Instant) -> Self {
         Lease {
             config,
             generation: 0,
@@ -369,7 +383,7 @@ impl<const A: usize, const L: usize> Lease<A, L> {
     pub(crate) fn active_index(&self, op: &Id<L>) -> Result<usize, Error> {
         self.active
             .iter()
-            .position(|a| a == op)
+            .position(|a| a.is(op))
             .ok_or(Error::OperationNotActive)
     }
 

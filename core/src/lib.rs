@@ -111,9 +111,11 @@ pub mod mode;
 pub mod profile;
 mod requests;
 pub mod session;
+pub mod storage;
 pub mod time;
 
 pub use append::{Appended, Finality, Reservation, StageResults};
+pub use completed::CompletedAppend;
 pub use error::{ConfigField, Error, ErrorKind, FenceRule, Rejected, Staleness, Table};
 pub use fence::{Fence, Stamp};
 pub use id::Id;

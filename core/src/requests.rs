@@ -19,6 +19,7 @@ use crate::error::{Error, Table};
 use crate::fence::Position;
 use crate::id::Id;
 use crate::profile::conformance::{ID_LEN, RESOURCES};
+use crate::storage::{Column, Storage, StoredId};
 
 /// Request ids handed out by the session: unique, in reservation order, at
 /// most `R` (the resource capacity).
@@ -70,10 +71,10 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
     /// Copies the first `R` ids of `ids` (callers pass at most `R`: one per
     /// resource or binding).
     #[inline]
-    pub(crate) fn collect<'a>(ids: impl Iterator<Item = &'a Id<L>>) -> Self {
+    pub(crate) fn collect<'a, I: StoredId<L> + 'a>(ids: impl Iterator<Item = &'a I>) -> Self {
         let mut out = RequestIds::new();
         for id in ids {
-            if out.ids.push(id.clone()).is_err() {
+            if out.ids.push(id.to_id()).is_err() {
                 break;
             }
         }
@@ -82,13 +83,10 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
 
     /// Replaces the contents with the first `R` ids of `ids`, in place.
     #[inline]
-    pub(crate) fn refill<'a>(&mut self, ids: impl Iterator<Item = &'a Id<L>>)
-    where
-        Id<L>: 'a,
-    {
+    pub(crate) fn refill<'a, I: StoredId<L> + 'a>(&mut self, ids: impl Iterator<Item = &'a I>) {
         self.ids.clear();
         for id in ids {
-            if self.ids.push(id.clone()).is_err() {
+            if self.ids.push(id.to_id()).is_err() {
                 break;
             }
         }
@@ -223,25 +221,25 @@ const SUBMITTED: u8 = 1;
 /// moves either), so there is no separate binding table.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Requests<const R: usize, const B: usize, const L: usize> {
-    ids: [Id<L>; R],
-    positions: [Position; R],
-    stages: [u32; R],
-    states: [u8; R],
+pub(crate) struct Requests<const R: usize, const B: usize, const L: usize, M: Storage> {
+    ids: M::Column<M::Id<L>, R>,
+    positions: M::Column<Position, R>,
+    stages: M::Column<u32, R>,
+    states: M::Column<u8, R>,
     len: u8,
     bound: u8,
 }
 
 /// One live row of the table.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Row<'a, const L: usize> {
+pub(crate) struct Row<'a, I> {
     pub(crate) stage: u32,
-    pub(crate) request: &'a Id<L>,
+    pub(crate) request: &'a I,
     pub(crate) position: Position,
     state: u8,
 }
 
-impl<const L: usize> Row<'_, L> {
+impl<I> Row<'_, I> {
     /// The stored state byte, for snapshots.
     #[cfg(feature = "serde")]
     pub(crate) fn state_byte(&self) -> u8 {
@@ -262,17 +260,13 @@ impl<const L: usize> Row<'_, L> {
     }
 }
 
-impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
-    pub(crate) const fn new() -> Self {
+impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, L, M> {
+    pub(crate) fn new() -> Self {
         Requests {
-            ids: [const { Id::UNUSED }; R],
-            positions: [Position {
-                epoch: 0,
-                turn: 0,
-                response: 0,
-            }; R],
-            stages: [0; R],
-            states: [RESERVED; R],
+            ids: Column::empty(),
+            positions: Column::empty(),
+            stages: Column::empty(),
+            states: Column::empty(),
             len: 0,
             bound: 0,
         }
@@ -282,7 +276,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         usize::from(self.len)
     }
 
-    fn row(&self, i: usize) -> Option<Row<'_, L>> {
+    fn row(&self, i: usize) -> Option<Row<'_, M::Id<L>>> {
         if i >= self.len() {
             return None;
         }
@@ -295,7 +289,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     }
 
     /// The live rows, in reservation order.
-    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, L>> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, M::Id<L>>> {
         (0..self.len()).filter_map(|i| self.row(i))
     }
 
@@ -307,7 +301,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         stages
             .iter()
             .zip(ids)
-            .position(|(s, id)| *s == stage && id == request)
+            .position(|(s, id)| *s == stage && id.is(request))
     }
 
     /// The existing resource for `(stage, request)`, if its epoch matches;
@@ -340,13 +334,17 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     /// Writes row `i` (an existing row, or `len` to append one).
     #[inline]
     fn write(&mut self, i: usize, stage: u32, request: &Id<L>, at: Position, state: u8) {
+        self.ids.grow_to(i + 1);
+        self.positions.grow_to(i + 1);
+        self.stages.grow_to(i + 1);
+        self.states.grow_to(i + 1);
         if let (Some(id), Some(p), Some(s), Some(st)) = (
             self.ids.get_mut(i),
             self.positions.get_mut(i),
             self.stages.get_mut(i),
             self.states.get_mut(i),
         ) {
-            id.clone_from(request);
+            id.set(request);
             *p = at;
             *s = stage;
             *st = state;
@@ -387,7 +385,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         let stage_rank = self
             .stages
             .iter()
-            .zip(&self.states)
+            .zip(self.states.iter())
             .take(len)
             .find(|(s, st)| **s == stage && **st > SUBMITTED)
             .map_or(0, |(_, st)| st - SUBMITTED);
@@ -425,12 +423,12 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     }
 
     /// The bound resources, in binding order.
-    pub(crate) fn bindings(&self) -> impl Iterator<Item = Row<'_, L>> {
+    pub(crate) fn bindings(&self) -> impl Iterator<Item = Row<'_, M::Id<L>>> {
         (1..=self.bound).filter_map(|rank| self.rows().find(|r| r.rank() == rank))
     }
 
     /// Request ids of the stage bindings, optionally only those at `at`.
-    pub(crate) fn stage_ids(&self, at: Option<Position>) -> impl Iterator<Item = &Id<L>> {
+    pub(crate) fn stage_ids(&self, at: Option<Position>) -> impl Iterator<Item = &M::Id<L>> {
         self.bindings()
             .filter(move |b| at.is_none_or(|p| b.position == p))
             .map(|b| b.request)
@@ -441,8 +439,8 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         &self,
         at: Option<Position>,
         state: Option<RequestState>,
-    ) -> impl Iterator<Item = &Id<L>> {
-        let keep = move |r: &Row<'_, L>| {
+    ) -> impl Iterator<Item = &M::Id<L>> {
+        let keep = move |r: &Row<'_, M::Id<L>>| {
             at.is_none_or(|p| r.position == p) && state.is_none_or(|s| r.state() == s)
         };
         self.rows().enumerate().filter_map(move |(i, r)| {
@@ -450,7 +448,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
                 && !self
                     .rows()
                     .take(i)
-                    .any(|e| keep(&e) && e.request == r.request);
+                    .any(|e| keep(&e) && e.request.same(r.request));
             first.then_some(r.request)
         })
     }
@@ -458,7 +456,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     /// Drops the rows for which `drop` holds (keeping the order of the
     /// rest), then closes the gaps in the binding order.
     #[inline]
-    pub(crate) fn remove_where(&mut self, drop: impl Fn(&Id<L>, Position) -> bool) {
+    pub(crate) fn remove_where(&mut self, drop: impl Fn(&M::Id<L>, Position) -> bool) {
         let len = self.len();
         let mut kept = 0;
         for i in 0..len {
@@ -482,6 +480,7 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
         }
         // `kept < len <= R <= 255`.
         self.len = u8::try_from(kept).unwrap_or(self.len);
+        self.trim();
         if self.bound != 0 {
             self.compact_ranks();
         }
@@ -561,6 +560,24 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.bound = 0;
+        self.trim();
+    }
+
+    /// Bytes held on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ids.heap_bytes()
+            + self.positions.heap_bytes()
+            + self.stages.heap_bytes()
+            + self.states.heap_bytes()
+    }
+
+    /// Lets the rows past `len` go (heap storage frees them and their ids).
+    fn trim(&mut self) {
+        let len = self.len();
+        self.ids.trim_to(len);
+        self.positions.trim_to(len);
+        self.stages.trim_to(len);
+        self.states.trim_to(len);
     }
 
     /// Returns every unique id, then drops everything.
@@ -575,7 +592,6 @@ impl<const R: usize, const B: usize, const L: usize> Requests<R, B, L> {
     #[inline]
     pub(crate) fn drain_into(&mut self, ids: &mut RequestIds<L, R>) {
         ids.refill(self.resource_ids(None, None));
-        self.len = 0;
-        self.bound = 0;
+        self.clear();
     }
 }

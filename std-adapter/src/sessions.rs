@@ -20,6 +20,7 @@ use duplex_core::{
 };
 
 use crate::error::Error;
+use duplex_core::storage::{Inline, Storage, StoredId};
 
 /// A validated request or operation id.
 fn id<const L: usize>(text: &str) -> Result<Id<L>, CoreError> {
@@ -67,6 +68,7 @@ pub trait Sessions<
     const A: usize = { ACTIVE_OPS },
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
+    M: Storage = Inline,
 >: Sized
 {
     /// Runs `op` on the session named `session` with the clock's `now`, and
@@ -90,7 +92,7 @@ pub trait Sessions<
     fn apply<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>>;
 
     /// [`apply`](Self::apply) for an operation that takes no time (append,
@@ -116,7 +118,7 @@ pub trait Sessions<
     fn update<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>>;
 
     /// Runs `op` on the session named `session`, read-only.
@@ -137,7 +139,7 @@ pub trait Sessions<
     fn read<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>>;
 
     /// Records activity (Open, Detached).
@@ -489,11 +491,7 @@ pub trait Sessions<
     /// ```
     fn release<I: AsRef<str>>(self, session: &Id<L>, request_ids: &[I]) -> Result<(), Error<L>> {
         self.update(session, |s| {
-            s.release_where(|held| {
-                request_ids
-                    .iter()
-                    .any(|r| r.as_ref().as_bytes() == held.as_bytes())
-            })
+            s.release_where(|held| request_ids.iter().any(|r| r.as_ref() == held.as_str()))
         })
     }
 

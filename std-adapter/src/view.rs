@@ -1,6 +1,7 @@
 //! [`SessionView`]: an owned, read-only view of a session's facts.
 
 use duplex_core::profile::conformance::ID_LEN;
+use duplex_core::storage::{Storage, StoredId};
 use duplex_core::{
     AnySession, CloseReason, Fence, Id, Instant, Modes, RequestState, Session, StateKind,
     Unfinished,
@@ -68,8 +69,9 @@ impl<const L: usize> SessionView<L> {
         const D: usize,
         const A: usize,
         const K: usize,
+        M: Storage,
     >(
-        session: &AnySession<SC, RC, R, B, D, A, L, K>,
+        session: &AnySession<SC, RC, R, B, D, A, L, K, M>,
     ) -> Option<Self> {
         if let Some(s) = session.as_open() {
             Some(Self::of_typed(s, None, None))
@@ -90,12 +92,14 @@ impl<const L: usize> SessionView<L> {
         const D: usize,
         const A: usize,
         const K: usize,
+        M: Storage,
     >(
-        s: &Session<S, SC, RC, R, B, D, A, L, K>,
+        s: &Session<S, SC, RC, R, B, D, A, L, K, M>,
         detached_at: Option<Instant>,
         close_reason: Option<CloseReason>,
     ) -> Self {
-        let mut active_operations: Vec<Id<L>> = s.active_operations().cloned().collect();
+        let mut active_operations: Vec<Id<L>> =
+            s.active_operations().map(StoredId::to_id).collect();
         active_operations.sort();
         SessionView {
             state: s.kind(),
@@ -107,12 +111,12 @@ impl<const L: usize> SessionView<L> {
             last_activity: s.last_activity(),
             detached_at,
             active_operations,
-            bindings: s.bindings().map(|(st, r)| (st, r.clone())).collect(),
+            bindings: s.bindings().map(|(st, r)| (st, r.to_id())).collect(),
             resources: s
                 .resources()
-                .map(|(st, r, state)| (st, r.clone(), state))
+                .map(|(st, r, state)| (st, r.to_id(), state))
                 .collect(),
-            completed: s.completed_operations().cloned().collect(),
+            completed: s.completed_operations().map(StoredId::to_id).collect(),
             close_reason,
             modes: s.modes(),
         }

@@ -7,6 +7,7 @@ use crate::error::{Error, Rejected};
 use crate::fence::Fence;
 use crate::id::Id;
 use crate::mode::InputMode;
+use crate::storage::Storage;
 use crate::time::Instant;
 
 impl<
@@ -19,7 +20,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// The client went away: the session waits out the disconnect grace and
     /// refuses client input until resumed.
@@ -40,7 +42,7 @@ impl<
         self,
         fence: &Fence<L>,
         now: Instant,
-    ) -> Result<Session<Detached, SC, RC, R, B, D, A, L, K>, Rejected<Self>>
+    ) -> Result<Session<Detached, SC, RC, R, B, D, A, L, K, M>, Rejected<Self>>
     where
         S: Attached,
     {

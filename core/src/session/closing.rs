@@ -4,6 +4,7 @@ use super::state::{Closed, Finalizable, State};
 use super::Session;
 use crate::lease::CloseReason;
 use crate::requests::RequestIds;
+use crate::storage::Storage;
 
 impl<
         S: State,
@@ -15,7 +16,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// Finalizes the close: returns the closed session and every request id
     /// it still held (unique, reservation order), now released.
@@ -30,7 +32,12 @@ impl<
     /// assert_eq!(closed.kind(), StateKind::Closed);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn finalize(mut self) -> (Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>)
+    pub fn finalize(
+        mut self,
+    ) -> (
+        Session<Closed, SC, RC, R, B, D, A, L, K, M>,
+        RequestIds<L, R>,
+    )
     where
         S: Finalizable,
     {
@@ -66,7 +73,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<Closed, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<Closed, SC, RC, R, B, D, A, L, K, M>
 {
     /// Why the session was closed.
     ///

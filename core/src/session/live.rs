@@ -11,6 +11,7 @@ use crate::id::Id;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
 use crate::requests::RequestIds;
+use crate::storage::Storage;
 use crate::time::Instant;
 
 impl<
@@ -23,7 +24,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// Validates `fence` and makes it current (a new epoch resets the input
     /// sequence and clears the completed-append cache).
@@ -109,7 +111,7 @@ impl<
         fence: &Fence<L>,
         expected_generation: u64,
         now: Instant,
-    ) -> Result<(Session<Open, SC, RC, R, B, D, A, L, K>, u64), Rejected<Self>>
+    ) -> Result<(Session<Open, SC, RC, R, B, D, A, L, K, M>, u64), Rejected<Self>>
     where
         S: Live,
     {
@@ -488,7 +490,7 @@ impl<
     /// assert_eq!(closing.state().reason(), CloseReason::DisconnectGraceExpired);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn expire(self, now: Instant) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Self>
+    pub fn expire(self, now: Instant) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K, M>, Self>
     where
         S: Live,
     {
@@ -520,7 +522,13 @@ impl<
         self,
         fence: &Fence<L>,
         reason: CloseReason,
-    ) -> Result<(Session<Closed, SC, RC, R, B, D, A, L, K>, RequestIds<L, R>), Rejected<Self>>
+    ) -> Result<
+        (
+            Session<Closed, SC, RC, R, B, D, A, L, K, M>,
+            RequestIds<L, R>,
+        ),
+        Rejected<Self>,
+    >
     where
         S: Live,
     {
@@ -558,7 +566,7 @@ impl<
     pub(super) fn close_now(
         mut self,
         reason: CloseReason,
-    ) -> Session<Closing, SC, RC, R, B, D, A, L, K> {
+    ) -> Session<Closing, SC, RC, R, B, D, A, L, K, M> {
         self.lease.mark_closing();
         self.into_state(Closing::new(reason))
     }

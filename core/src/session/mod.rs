@@ -37,6 +37,7 @@ use crate::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
 use crate::requests::Requests;
+use crate::storage::{Inline, Storage};
 use crate::time::Instant;
 use state::{Open, State, StateKind};
 
@@ -191,13 +192,14 @@ pub struct Session<
     const A: usize = { ACTIVE_OPS },
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
+    M: Storage = Inline,
 > {
     state: S,
     fence: Fence<L>,
-    lease: Lease<A, L>,
+    lease: Lease<A, L, M>,
     cursor: Cursor,
-    requests: Requests<R, B, L>,
-    completed: Completed<D, L, K>,
+    requests: Requests<R, B, L, M>,
+    completed: Completed<D, L, K, M>,
     config_generation: u64,
     session_config: SC,
     runtime_config: RC,
@@ -235,7 +237,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<Open, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<Open, SC, RC, R, B, D, A, L, K, M>
 {
     /// Opens a session of any capacity profile (the type names it, for
     /// example [`DeviceSession`](crate::profile::DeviceSession)).
@@ -281,7 +284,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<Open, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<Open, SC, RC, R, B, D, A, L, K, M>
 {
     /// Turns this value into a freshly opened session, in place: the same
     /// result as `*self = Session::open_with_capacities(fence, options,
@@ -339,7 +343,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// The completed-append limit `options` asks for, checked against `D`.
     fn completed_limit_of(options: &OpenOptions<SC, RC>) -> Result<u16, Error> {
@@ -369,7 +374,7 @@ impl<
 
     /// Moves to state `T`: the one place where a session changes state, and
     /// its one log line (`state=open=>detached`).
-    fn into_state<T: State>(self, state: T) -> Session<T, SC, RC, R, B, D, A, L, K> {
+    fn into_state<T: State>(self, state: T) -> Session<T, SC, RC, R, B, D, A, L, K, M> {
         if S::KIND != T::KIND {
             debug!(
                 "duplex session {=str}: state={=str}=>{=str}",
@@ -417,6 +422,22 @@ impl<
     /// ```
     pub fn fence(&self) -> &Fence<L> {
         &self.fence
+    }
+
+    /// Bytes the session's tables hold on the heap (the rows' capacity and
+    /// the ids' text; the allocator's own bookkeeping not counted): 0 with
+    /// [`Inline`] storage, where `size_of` is the whole cost.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.bind(&f, 0, &Id::new("req")?)?;
+    /// assert_eq!(s.heap_bytes(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn heap_bytes(&self) -> usize {
+        self.lease.active.heap_bytes() + self.requests.heap_bytes() + self.completed.heap_bytes()
     }
 
     /// The session id.

@@ -4,6 +4,7 @@
 
 use super::state::{Closing, State, Unfinished};
 use super::Session;
+use crate::completed::CompletedAppend;
 use crate::error::{Error, Rejected};
 use crate::fence::{Fence, Position};
 use crate::fmt::debug;
@@ -11,6 +12,7 @@ use crate::id::Id;
 use crate::lease::{CloseReason, LeaseConfig};
 use crate::mode::Modes;
 use crate::requests::{RequestIds, RequestState};
+use crate::storage::{Storage, StoredId};
 use crate::time::Instant;
 
 impl<
@@ -23,7 +25,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// Fence acceptance: validates, then makes `fence` current.
     #[inline]
@@ -75,7 +78,7 @@ impl<
         self,
         fence: &Fence<L>,
         reason: CloseReason,
-    ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K>, Rejected<Self>>
+    ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K, M>, Rejected<Self>>
     where
         S: Unfinished,
     {
@@ -186,7 +189,7 @@ impl<
     /// assert_eq!(s.active_operations().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn active_operations(&self) -> impl Iterator<Item = &Id<L>>
+    pub fn active_operations(&self) -> impl Iterator<Item = &M::Id<L>>
     where
         S: Unfinished,
     {
@@ -203,7 +206,7 @@ impl<
     /// assert_eq!(s.bindings().next().map(|(st, r)| (st, r.as_str())), Some((2, "r")));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bindings(&self) -> impl Iterator<Item = (u32, &Id<L>)>
+    pub fn bindings(&self) -> impl Iterator<Item = (u32, &M::Id<L>)>
     where
         S: Unfinished,
     {
@@ -220,7 +223,7 @@ impl<
     /// assert_eq!(s.resources().next().map(|(st, _, state)| (st, state)), Some((1, RequestState::Reserved)));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn resources(&self) -> impl Iterator<Item = (u32, &Id<L>, RequestState)>
+    pub fn resources(&self) -> impl Iterator<Item = (u32, &M::Id<L>, RequestState)>
     where
         S: Unfinished,
     {
@@ -240,7 +243,7 @@ impl<
     /// assert_eq!(s.bindings_with_fences().next().map(|(_, _, at)| at.turn), Some(3));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bindings_with_fences(&self) -> impl Iterator<Item = (u32, &Id<L>, Fence<L>)>
+    pub fn bindings_with_fences(&self) -> impl Iterator<Item = (u32, &M::Id<L>, Fence<L>)>
     where
         S: Unfinished,
     {
@@ -262,7 +265,7 @@ impl<
     /// ```
     pub fn resources_with_fences(
         &self,
-    ) -> impl Iterator<Item = (u32, &Id<L>, RequestState, Fence<L>)>
+    ) -> impl Iterator<Item = (u32, &M::Id<L>, RequestState, Fence<L>)>
     where
         S: Unfinished,
     {
@@ -285,11 +288,31 @@ impl<
     /// assert_eq!((op.as_str(), results), ("op1", &[7][..]));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn completed_records(&self) -> impl Iterator<Item = (&Id<L>, &[i64])>
+    pub fn completed_records(&self) -> impl Iterator<Item = (&M::Id<L>, &[i64])>
     where
         S: Unfinished,
     {
         self.completed.results()
+    }
+
+    /// The completed-append cache, oldest first, with each record's fence
+    /// position, mode and finality.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0).with_epoch(2);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.record_completed(&f, &Id::new("op1")?, InputMode::TurnCommitOnly, Finality::Final, &[7])?;
+    /// let r = s.completed_appends().next().unwrap();
+    /// assert_eq!((r.operation.as_str(), r.epoch, r.own_identity), ("op1", 2, true));
+    /// assert_eq!((r.mode, r.finality, r.results), (InputMode::TurnCommitOnly, Finality::Final, &[7][..]));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn completed_appends(&self) -> impl Iterator<Item = CompletedAppend<'_, M::Id<L>>>
+    where
+        S: Unfinished,
+    {
+        self.completed.entries()
     }
 
     /// Operation ids of the completed-append cache, oldest first.
@@ -302,7 +325,7 @@ impl<
     /// assert_eq!(s.completed_operations().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn completed_operations(&self) -> impl Iterator<Item = &Id<L>>
+    pub fn completed_operations(&self) -> impl Iterator<Item = &M::Id<L>>
     where
         S: Unfinished,
     {
@@ -393,7 +416,7 @@ impl<
     /// assert_eq!(ids, ["a"]);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> impl Iterator<Item = &Id<L>>
+    pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> impl Iterator<Item = &M::Id<L>>
     where
         S: Unfinished,
     {
@@ -419,7 +442,7 @@ impl<
         &self,
         fence: Option<&Fence<L>>,
         state: Option<RequestState>,
-    ) -> impl Iterator<Item = &Id<L>>
+    ) -> impl Iterator<Item = &M::Id<L>>
     where
         S: Unfinished,
     {
@@ -449,7 +472,8 @@ impl<
         S: Unfinished,
     {
         if !ids.is_empty() {
-            self.requests.remove_where(|id, _| ids.contains(id));
+            self.requests
+                .remove_where(|id, _| ids.iter().any(|x| id.is(x)));
         }
     }
 
@@ -466,7 +490,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool)
+    pub fn release_where(&mut self, released: impl Fn(&M::Id<L>) -> bool)
     where
         S: Unfinished,
     {

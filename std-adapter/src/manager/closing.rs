@@ -4,6 +4,7 @@
 //! [`AnySession`] transition where the session sits, then frees the slot.
 
 use duplex_core::profile::conformance::{ID_LEN, RESOURCES};
+use duplex_core::storage::Storage;
 use duplex_core::{
     AnySession, Clock, CloseReason, Expiry, Fence, Id, Instant, RequestIds, StateKind,
 };
@@ -39,7 +40,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// Brings the deadline index up to date after an operation on `slot`:
     /// lowers the entry if the deadline moved earlier (a later deadline is

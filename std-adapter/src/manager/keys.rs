@@ -3,6 +3,7 @@
 //! instead of its id's hash, and keeps its own per-session data beside the
 //! manager's slots.
 
+use duplex_core::storage::Storage;
 use duplex_core::{AnySession, Clock, Error as CoreError, Id, Instant, StateKind};
 
 use super::SessionManager;
@@ -63,7 +64,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// The key of the session named `session` (see [`SessionKey`]).
     ///
@@ -104,7 +106,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn get_at(&self, key: SessionKey) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
+    pub fn get_at(&self, key: SessionKey) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
         self.table.get(self.slot_of(key)?)
     }
 
@@ -133,7 +135,7 @@ impl<
     pub fn update_at<T>(
         &mut self,
         key: SessionKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         let slot = self.slot_of(key)?;
         self.run_slot(slot, false, |s, _| op(s)).map(|(r, _)| r)
@@ -160,7 +162,7 @@ impl<
     pub fn apply_at<T>(
         &mut self,
         key: SessionKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         let slot = self.slot_of(key)?;
         self.run_slot(slot, true, |s, clock| op(s, clock.now()))

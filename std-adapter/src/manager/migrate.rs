@@ -8,6 +8,7 @@
 // boxing it would only allocate.
 #![allow(clippy::result_large_err)]
 
+use duplex_core::storage::Storage;
 use std::convert::Infallible;
 
 use duplex_core::profile::conformance::ID_LEN;
@@ -45,7 +46,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// Takes a session out of this manager, in whatever state it is, for
     /// another manager to [`import`](Self::import): nothing is released,
@@ -76,7 +78,7 @@ impl<
     pub fn export(
         &mut self,
         session: impl AsRef<str>,
-    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K>, Error<L>> {
+    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>> {
         let session = Id::<L>::new(session.as_ref())?;
         let hash = self.table.hash(&session);
         let unknown = || Error::UnknownSession {
@@ -138,9 +140,9 @@ impl<
     /// ```
     pub fn import(
         &mut self,
-        mut session: AnySession<SC, RC, R, B, D, A, L, K>,
+        mut session: AnySession<SC, RC, R, B, D, A, L, K, M>,
         incarnation: u64,
-    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K>, L>> {
+    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>> {
         let hash = self.table.hash(session.id());
         if self.table.find_hashed(hash, session.id()).is_some() {
             let error = Error::SessionExists {

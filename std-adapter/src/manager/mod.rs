@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::view::SessionView;
 use deadlines::Deadlines;
+use duplex_core::storage::{Inline, Storage};
 use table::Table;
 
 pub use closing::Released;
@@ -107,11 +108,12 @@ pub struct SessionManager<
     const A: usize = { ACTIVE_OPS },
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
+    M: Storage = Inline,
 > {
     clock: C,
     max_sessions: Option<usize>,
     completed_limit: usize,
-    table: Table<SC, RC, R, B, D, A, L, K>,
+    table: Table<SC, RC, R, B, D, A, L, K, M>,
     deadlines: Deadlines,
     /// Scratch for the slots one `collect_expired` skips (kept to reuse its
     /// allocation).
@@ -153,7 +155,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// An empty manager for any configuration types and capacity profile,
     /// named by the type.
@@ -266,7 +269,7 @@ impl<
     /// assert!(s.as_open().is_some() && s.as_detached().is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn get(&self, session: &Id<L>) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
+    pub fn get(&self, session: &Id<L>) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
         self.table.get(self.table.find(session)?)
     }
 
@@ -297,7 +300,7 @@ impl<
         &mut self,
         session: &Id<L>,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
     ) -> (Result<T, Error<L>>, Option<Instant>) {
         let found = self
             .table
@@ -328,7 +331,7 @@ impl<
         &mut self,
         slot: u32,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
     ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
         let s = self.table.entry(slot)?.as_mut()?;
         let from = s.kind();
@@ -424,7 +427,7 @@ impl<
     pub fn with_open<T>(
         &mut self,
         session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
         let slot = self.table.find(session)?;
@@ -449,7 +452,7 @@ impl<
     pub fn with_detached<T>(
         &mut self,
         session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
         let slot = self.table.find(session)?;

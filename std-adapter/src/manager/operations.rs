@@ -3,6 +3,7 @@
 //! the refusal metrics. Every per-session operation follows from these two
 //! methods (see [`Sessions`]).
 
+use duplex_core::storage::Storage;
 use duplex_core::{AnySession, Clock, Error as CoreError, Id, Instant};
 
 use super::SessionManager;
@@ -20,12 +21,14 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Sessions<SC, RC, R, B, D, A, L, K> for &mut SessionManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Sessions<SC, RC, R, B, D, A, L, K, M>
+    for &mut SessionManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     fn apply<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         self.run(session, true, |s, clock| op(s, clock.now())).0
     }
@@ -33,7 +36,7 @@ impl<
     fn update<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         self.run(session, false, |s, _| op(s)).0
     }
@@ -41,7 +44,7 @@ impl<
     fn read<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         let result = match self.get(session) {
             Some(s) => op(s).map_err(Error::from),

@@ -14,6 +14,7 @@
 //! sessions. Otherwise the session is dropped when its slot is freed, so
 //! whatever its configurations hold is released at close.
 
+use duplex_core::storage::Storage;
 use duplex_core::{AnySession, Id};
 use hashbrown::HashTable;
 
@@ -43,7 +44,8 @@ type Chunk<
     const A: usize,
     const L: usize,
     const K: usize,
-> = Box<[Option<AnySession<SC, RC, R, B, D, A, L, K>>]>;
+    M,
+> = Box<[Option<AnySession<SC, RC, R, B, D, A, L, K, M>>]>;
 
 #[derive(Debug)]
 pub(crate) struct Table<
@@ -55,10 +57,11 @@ pub(crate) struct Table<
     const A: usize,
     const L: usize,
     const K: usize,
+    M: Storage,
 > {
     index: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
-    chunks: Vec<Chunk<SC, RC, R, B, D, A, L, K>>,
+    chunks: Vec<Chunk<SC, RC, R, B, D, A, L, K, M>>,
     /// Free slots below `chunks.len() * Self::CHUNK`, reused last-freed first.
     free: Vec<u32>,
     /// Per slot, how many sessions have left it: a [`SessionKey`] names a
@@ -85,11 +88,12 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Table<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Table<SC, RC, R, B, D, A, L, K, M>
 {
     /// Sessions per chunk.
     const CHUNK: usize = chunk_len(std::mem::size_of::<
-        Option<AnySession<SC, RC, R, B, D, A, L, K>>,
+        Option<AnySession<SC, RC, R, B, D, A, L, K, M>>,
     >());
 
     /// The chunk and the place in it of `slot`.
@@ -121,7 +125,7 @@ impl<
 
     /// The session in an occupied `slot` (one reached through the index or
     /// the deadline heap).
-    pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<SC, RC, R, B, D, A, L, K>> {
+    pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
         let (c, i) = Self::split(slot);
         self.chunks.get(c)?.get(i)?.as_ref()
     }
@@ -131,7 +135,7 @@ impl<
     pub(crate) fn entry(
         &mut self,
         slot: u32,
-    ) -> Option<&mut Option<AnySession<SC, RC, R, B, D, A, L, K>>> {
+    ) -> Option<&mut Option<AnySession<SC, RC, R, B, D, A, L, K, M>>> {
         let (c, i) = Self::split(slot);
         self.chunks.get_mut(c)?.get_mut(i)
     }
@@ -187,7 +191,7 @@ impl<
     pub(crate) fn insert<E>(
         &mut self,
         hash: u64,
-        make: impl FnOnce(&mut Option<AnySession<SC, RC, R, B, D, A, L, K>>) -> Result<(), E>,
+        make: impl FnOnce(&mut Option<AnySession<SC, RC, R, B, D, A, L, K, M>>) -> Result<(), E>,
     ) -> Result<(u32, bool), E> {
         let (slot, grew) = if let Some(slot) = self.free.pop() {
             (slot, false)
@@ -195,7 +199,8 @@ impl<
             let base = self.slot_bound() as u32;
             // Built on the heap directly (a `Box::new` of an array would
             // build 25 KB on the stack first).
-            let chunk: Chunk<SC, RC, R, B, D, A, L, K> = (0..Self::CHUNK).map(|_| None).collect();
+            let chunk: Chunk<SC, RC, R, B, D, A, L, K, M> =
+                (0..Self::CHUNK).map(|_| None).collect();
             self.chunks.push(chunk);
             self.stamps.resize(self.slot_bound(), 0);
             // The rest of the chunk is free, lowest slot used first.

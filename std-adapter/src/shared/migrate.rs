@@ -1,6 +1,7 @@
 //! Migration for [`SharedManager`]: export and import lock the session's
 //! shard and keep the global admission count exact.
 
+use duplex_core::storage::Storage;
 use std::sync::atomic::Ordering;
 
 use duplex_core::{AnySession, Clock, Fence, Id};
@@ -19,7 +20,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// Takes a session out, with its requests, and frees its admission
     /// slot. See [`SessionManager::export`](crate::SessionManager::export).
@@ -43,7 +45,7 @@ impl<
     pub fn export(
         &self,
         session: impl AsRef<str>,
-    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K>, Error<L>> {
+    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>> {
         let session = Id::<L>::new(session.as_ref())?;
         let out = lock(self.shard(&session)).export(&session)?;
         self.left(1);
@@ -82,9 +84,9 @@ impl<
     #[allow(clippy::result_large_err)]
     pub fn import(
         &self,
-        session: AnySession<SC, RC, R, B, D, A, L, K>,
+        session: AnySession<SC, RC, R, B, D, A, L, K, M>,
         incarnation: u64,
-    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K>, L>> {
+    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>> {
         let mut shard = lock(self.shard(session.id()));
         // `session_exists` before `capacity_exhausted`, as for `open`.
         if shard.get(session.id()).is_some() {

@@ -14,6 +14,7 @@ mod operations;
 mod permit;
 mod reaper;
 
+use duplex_core::storage::{Inline, Storage};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -58,7 +59,8 @@ type Shard<
     const A: usize,
     const L: usize,
     const K: usize,
-> = Mutex<SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K>>;
+    M,
+> = Mutex<SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>>;
 
 /// The session table of a multi-threaded host: every operation of
 /// [`SessionManager`], with the same meaning and errors, through `&self`
@@ -119,8 +121,9 @@ pub struct SharedManager<
     const A: usize = { ACTIVE_OPS },
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
+    M: Storage = Inline,
 > {
-    shards: Box<[Shard<C, SC, RC, R, B, D, A, L, K>]>,
+    shards: Box<[Shard<C, SC, RC, R, B, D, A, L, K, M>]>,
     clock: SharedClock<C>,
     hasher: foldhash::fast::RandomState,
     max_sessions: Option<usize>,
@@ -201,7 +204,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// A shared manager for any configuration types and capacity profile
     /// (named by the type), with `shards` shards (at least one).
@@ -232,7 +236,7 @@ impl<
         };
         // Validates the configuration once (the same errors as the
         // single-threaded manager, `max_sessions` included).
-        SessionManager::<_, SC, RC, R, B, D, A, L, K>::with_capacities(clock.clone(), config)?;
+        SessionManager::<_, SC, RC, R, B, D, A, L, K, M>::with_capacities(clock.clone(), config)?;
         let shards = (0..shards.max(1))
             .map(|_| SessionManager::with_capacities(clock.clone(), shard_config).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?
@@ -311,7 +315,7 @@ impl<
     }
 
     /// The shard that holds (or will hold) `session`.
-    fn shard(&self, session: &Id<L>) -> &Shard<C, SC, RC, R, B, D, A, L, K> {
+    fn shard(&self, session: &Id<L>) -> &Shard<C, SC, RC, R, B, D, A, L, K, M> {
         // `index < len` by construction; `shards` is never empty.
         &self.shards[self.shard_index(session)]
     }
@@ -321,7 +325,7 @@ impl<
     /// sleeps toward. Called with the shard locked.
     fn deadline_may_be_earlier(
         &self,
-        shard: &SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K>,
+        shard: &SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>,
         session: &Id<L>,
     ) {
         if let Some(deadline) = shard.get(session).and_then(AnySession::deadline) {
@@ -437,7 +441,7 @@ impl<
     /// ```
     pub fn admit(
         self: &Arc<Self>,
-    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K>, Error<L>> {
+    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>, Error<L>> {
         self.reserve_slot()?;
         Ok(AdmissionPermit::new(Arc::clone(self)))
     }
@@ -471,7 +475,7 @@ impl<
     pub fn admit_for(
         self: &Arc<Self>,
         session: &Id<L>,
-    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K>, Error<L>> {
+    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>, Error<L>> {
         let shard = lock(self.shard(session));
         if shard.get(session).is_some() {
             return Err(Error::SessionExists {
@@ -538,7 +542,7 @@ impl<
     pub fn with_session<T>(
         &self,
         session: &Id<L>,
-        f: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> T,
+        f: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
     ) -> Option<T> {
         self.on(session, |m| m.get(session).map(f))
     }
@@ -559,7 +563,7 @@ impl<
     pub fn with_open<T>(
         &self,
         session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
     ) -> Option<T> {
         self.on(session, |m| {
             let out = m.with_open(session, f);
@@ -585,7 +589,7 @@ impl<
     pub fn with_detached<T>(
         &self,
         session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K>, Instant) -> T,
+        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
     ) -> Option<T> {
         self.on(session, |m| {
             let out = m.with_detached(session, f);
@@ -598,7 +602,7 @@ impl<
     fn on<T>(
         &self,
         session: &Id<L>,
-        op: impl FnOnce(&mut SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K>) -> T,
+        op: impl FnOnce(&mut SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>) -> T,
     ) -> T {
         op(&mut lock(self.shard(session)))
     }
@@ -614,7 +618,7 @@ mod guarantees {
     // Shared across threads (and tokio tasks) with a thread-safe clock and
     // configurations; permits can be held across awaits on any worker.
     assert_impl_all!(SharedManager<MonotonicClock>: Send, Sync);
-    assert_impl_all!(AdmissionPermit<MonotonicClock, (), (), 8, 4, 8, 4, 32, 4>: Send, Sync);
+    assert_impl_all!(AdmissionPermit<MonotonicClock, (), (), 8, 4, 8, 4, 32, 4, duplex_core::storage::Inline>: Send, Sync);
     // The manual clock is a `Cell` (it works on devices without 64-bit
     // atomics), so a manager over it stays on one thread.
     assert_not_impl_any!(SharedManager<ManualClock>: Sync);

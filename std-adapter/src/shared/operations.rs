@@ -12,6 +12,7 @@ use super::{lock, SharedManager};
 use crate::error::Error;
 use crate::manager::Released;
 use crate::sessions::Sessions;
+use duplex_core::storage::Storage;
 
 impl<
         C: Clock,
@@ -23,12 +24,13 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Sessions<SC, RC, R, B, D, A, L, K> for &SharedManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Sessions<SC, RC, R, B, D, A, L, K, M> for &SharedManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     fn apply<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         let (result, deadline) = self.on(session, |m| {
             m.run(session, true, |s, clock| op(s, clock.now()))
@@ -42,7 +44,7 @@ impl<
     fn update<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         let (result, deadline) = self.on(session, |m| m.run(session, false, |s, _| op(s)));
         if let Some(deadline) = deadline {
@@ -54,7 +56,7 @@ impl<
     fn read<T>(
         self,
         session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K>) -> Result<T, CoreError>,
+        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Result<T, Error<L>> {
         self.on(session, |m| m.read(session, op))
     }
@@ -70,7 +72,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// Closes in one step; the session leaves and its admission slot is
     /// free. See [`SessionManager::close`](crate::SessionManager::close).

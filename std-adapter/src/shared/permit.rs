@@ -1,5 +1,6 @@
 //! [`AdmissionPermit`]: an admission slot held across an await.
 
+use duplex_core::storage::Storage;
 use std::fmt;
 use std::sync::Arc;
 
@@ -45,8 +46,9 @@ pub struct AdmissionPermit<
     const A: usize,
     const L: usize,
     const K: usize,
+    M: Storage,
 > {
-    manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K>>,
+    manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K, M>>,
     /// Whether the permit still holds its slot (it hands it to the session
     /// on a successful open).
     holds_slot: bool,
@@ -62,9 +64,10 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > AdmissionPermit<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
 {
-    pub(super) fn new(manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K>>) -> Self {
+    pub(super) fn new(manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K, M>>) -> Self {
         AdmissionPermit {
             manager,
             holds_slot: true,
@@ -97,7 +100,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Drop for AdmissionPermit<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Drop for AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
 {
     fn drop(&mut self) {
         if self.holds_slot {
@@ -116,7 +120,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > fmt::Debug for AdmissionPermit<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > fmt::Debug for AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmissionPermit")

@@ -12,6 +12,7 @@
 //! generation) before it computes `next_deadline()`, so a deadline that
 //! appears while it computes is never missed: it only costs one more turn.
 
+use duplex_core::storage::Storage;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -113,7 +114,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
 {
     /// Collects what is due at `now` (if anything) and hands it to
     /// `handler`, then finalizes each. Returns whether anything was due.

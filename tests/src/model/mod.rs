@@ -27,6 +27,7 @@ use duplex_core::{
     Activity, CloseReason, Duration, Fence, Finality, Id, InputMode, Instant, LeaseConfig,
     ManualClock, OpenOptions, Reservation, StateKind,
 };
+use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager, SessionView};
 
@@ -207,7 +208,8 @@ pub enum Op {
     },
 }
 
-type Manager<'c> = SessionManager<&'c ManualClock, u8, u8>;
+/// The model's manager: the default profile, with storage `M`.
+type Manager<'c, M> = SessionManager<&'c ManualClock, u8, u8, 8, 4, 8, 4, 32, 4, M>;
 type Views = BTreeMap<String, SessionView>;
 /// Request ids released, per session.
 type Released = BTreeMap<String, BTreeSet<String>>;
@@ -239,14 +241,14 @@ macro_rules! ensure {
 mod restored;
 pub use restored::check_restored;
 
-struct Harness<'c> {
-    m: Manager<'c>,
+struct Harness<'c, M: Storage> {
+    m: Manager<'c, M>,
     clock: &'c ManualClock,
     incarnations: [u64; 3],
     handles: Vec<Reservation>,
 }
 
-impl Harness<'_> {
+impl<M: Storage> Harness<'_, M> {
     fn fence(&self, s: usize, r: Rel) -> Fence {
         let name = session(s);
         let cur = self.m.get(&name).map_or_else(
@@ -470,7 +472,7 @@ impl Harness<'_> {
                 let image = exported
                     .snapshot(&mut buf)
                     .expect("an exported session has an image");
-                let restored = duplex_core::AnySession::<u8, u8>::restore_with_capacities(image)
+                let restored = duplex_core::AnySession::<u8, u8, 8, 4, 8, 4, 32, 4, M>::restore_with_capacities(image)
                     .expect("an image restores");
                 if let Err(refused) = self.m.import(restored, incarnation) {
                     panic!("the slot it left refused it back: {}", refused.error);
@@ -609,22 +611,38 @@ fn check_step(
 
 /// Runs `ops` against a fresh manager (admission limit 2, completed-append
 /// limit 4), checking every invariant after every step, then closes every
-/// session and checks that each held request is released exactly once.
+/// session and checks that each held request is released exactly once;
+/// once with [`Inline`] storage and once with [`Heap`], which must behave
+/// the same: every step's outcome and every session's view are compared.
 ///
 /// # Errors
 ///
-/// The first broken invariant, in words.
+/// The first broken invariant, or the first step where the two storages
+/// differ, in words.
 ///
 /// # Panics
 ///
 /// If the manager itself panics (which the fuzzer reports as a crash).
 pub fn run(ops: &[Op]) -> Result<(), String> {
+    let inline = run_with::<Inline>(ops)?;
+    let heap = run_with::<Heap>(ops).map_err(|e| format!("heap storage: {e}"))?;
+    if let Some((step, (a, b))) = inline.iter().zip(&heap).enumerate().find(|(_, (a, b))| a != b) {
+        return Err(format!("step {step}: inline storage gave {a}, heap storage {b}"));
+    }
+    ensure!(inline.len() == heap.len(), "the storages ran different numbers of steps");
+    Ok(())
+}
+
+/// [`run`] with storage `M`: the transcript of each step (its outcome and
+/// the sessions' views after it).
+fn run_with<M: Storage>(ops: &[Op]) -> Result<Vec<String>, String> {
+    let mut transcript = Vec::with_capacity(ops.len());
     let clock = ManualClock::new(Instant::from_millis(1_000));
     let config = ManagerConfig {
         max_sessions: Some(MAX_SESSIONS),
         completed_append_limit: Some(COMPLETED_LIMIT),
     };
-    let mut h = Harness {
+    let mut h = Harness::<M> {
         m: SessionManager::with_capacities(&clock, config).expect("the model's config is valid"),
         clock: &clock,
         incarnations: [0; 3],
@@ -635,6 +653,7 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
         let outcome = h.apply(op);
         let after = h.sessions();
         check_step(op, &before, &after, &outcome).map_err(|e| format!("step {step}: {e}"))?;
+        transcript.push(format!("{outcome:?} {after:?}"));
         let due = h.m.next_deadline();
         let expected = after
             .keys()
@@ -675,5 +694,6 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
         held == reported,
         "end: held {held:?}, but closing released {reported:?}"
     );
-    Ok(())
+    transcript.push(format!("end {reported:?}"));
+    Ok(transcript)
 }

@@ -9,6 +9,7 @@ use crate::fence::Fence;
 use crate::lease::CloseReason;
 use crate::requests::{RequestIds, RequestState};
 use crate::session::expiry::Expiry;
+use crate::storage::Storage;
 use crate::time::Instant;
 
 impl<
@@ -20,7 +21,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > AnySession<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > AnySession<SC, RC, R, B, D, A, L, K, M>
 {
     /// Starts closing (Open, Detached → Closing; on Closing the fence is
     /// accepted and the first reason kept). Closing bumps the lease

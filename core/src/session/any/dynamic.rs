@@ -13,6 +13,7 @@ use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
 use crate::requests::{RequestIds, RequestState};
 use crate::session::state::{Detached, Open};
+use crate::storage::Storage;
 use crate::time::Instant;
 
 /// `wrong_state` for `operation` on a typed session that is not closed
@@ -26,9 +27,10 @@ pub(super) fn wrong_state<
     const A: usize,
     const L: usize,
     const K: usize,
+    M: Storage,
 >(
     operation: &'static str,
-    typed: Option<&Typed<SC, RC, R, B, D, A, L, K>>,
+    typed: Option<&Typed<SC, RC, R, B, D, A, L, K, M>>,
 ) -> Error {
     Error::WrongState {
         operation,
@@ -80,7 +82,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > AnySession<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > AnySession<SC, RC, R, B, D, A, L, K, M>
 {
     /// The lease deadline of a live session (see [`Session::deadline`](crate::Session::deadline));
     /// `None` once closing.
@@ -464,7 +467,7 @@ impl<
     /// assert!(s.stage_request_ids(None)?.is_empty());
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_where(&mut self, released: impl Fn(&Id<L>) -> bool) -> Result<(), Error> {
+    pub fn release_where(&mut self, released: impl Fn(&M::Id<L>) -> bool) -> Result<(), Error> {
         unfinished!(self.unclosed_mut(), "release", s => { s.release_where(released); Ok(()) })
     }
 
@@ -517,7 +520,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Typed<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Typed<SC, RC, R, B, D, A, L, K, M>
 {
     /// The state (a vacant slot reads as closed; no operation sees one).
     pub(super) fn kind(&self) -> crate::session::state::StateKind {

@@ -17,6 +17,7 @@ use crate::profile::conformance::{
     ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
 };
 use crate::requests::RequestIds;
+use crate::storage::{Inline, Storage};
 use crate::time::Instant;
 
 /// A session in any of the four states (the rp-hal `DynPin` pattern).
@@ -62,8 +63,9 @@ pub struct AnySession<
     const A: usize = { ACTIVE_OPS },
     const L: usize = { ID_LEN },
     const K: usize = { STAGE_RESULTS },
+    M: Storage = Inline,
 > {
-    typed: Typed<SC, RC, R, B, D, A, L, K>,
+    typed: Typed<SC, RC, R, B, D, A, L, K, M>,
 }
 
 /// The typed session inside an [`AnySession`], with its close mark.
@@ -84,14 +86,18 @@ enum Typed<
     const A: usize,
     const L: usize,
     const K: usize,
+    M: Storage,
 > {
-    Open(Session<Open, SC, RC, R, B, D, A, L, K>, Option<CloseReason>),
+    Open(
+        Session<Open, SC, RC, R, B, D, A, L, K, M>,
+        Option<CloseReason>,
+    ),
     Detached(
-        Session<Detached, SC, RC, R, B, D, A, L, K>,
+        Session<Detached, SC, RC, R, B, D, A, L, K, M>,
         Option<CloseReason>,
     ),
     Closing(
-        Session<Closing, SC, RC, R, B, D, A, L, K>,
+        Session<Closing, SC, RC, R, B, D, A, L, K, M>,
         Option<CloseReason>,
     ),
     /// Only inside [`AnySession::transition`], between taking the session
@@ -127,14 +133,15 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > AnySession<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > AnySession<SC, RC, R, B, D, A, L, K, M>
 {
     /// The one place where an `AnySession` changes state: `step` takes the
     /// typed session by value and returns the next one (or the same one,
     /// refused). Hosts call the transitions; this moves nothing else.
     fn transition<T>(
         &mut self,
-        step: impl FnOnce(Typed<SC, RC, R, B, D, A, L, K>) -> (Typed<SC, RC, R, B, D, A, L, K>, T),
+        step: impl FnOnce(Typed<SC, RC, R, B, D, A, L, K, M>) -> (Typed<SC, RC, R, B, D, A, L, K, M>, T),
     ) -> T {
         let fence = Fence::new(Id::UNUSED, 0);
         let current = core::mem::replace(&mut self.typed, Typed::Vacant(fence));
@@ -179,7 +186,7 @@ impl<
     }
 
     /// The typed session, unless it is closed.
-    fn unclosed(&self) -> Option<&Typed<SC, RC, R, B, D, A, L, K>> {
+    fn unclosed(&self) -> Option<&Typed<SC, RC, R, B, D, A, L, K, M>> {
         match self.closed() {
             Some(_) => None,
             None => Some(&self.typed),
@@ -187,7 +194,7 @@ impl<
     }
 
     /// The typed session, mutably, unless it is closed.
-    fn unclosed_mut(&mut self) -> Option<&mut Typed<SC, RC, R, B, D, A, L, K>> {
+    fn unclosed_mut(&mut self) -> Option<&mut Typed<SC, RC, R, B, D, A, L, K, M>> {
         match self.closed() {
             Some(_) => None,
             None => Some(&mut self.typed),
@@ -229,6 +236,24 @@ impl<
             Typed::Detached(s, _) => s.fence(),
             Typed::Closing(s, _) => s.fence(),
             Typed::Vacant(f) => f,
+        }
+    }
+
+    /// Bytes the session's tables hold on the heap ([`Session::heap_bytes`];
+    /// 0 once closed, and always with [`Inline`](crate::storage::Inline) storage).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let s = AnySession::from(Session::open(Fence::new(Id::new("s")?, 0), OpenOptions::default(), Instant::ZERO)?);
+    /// assert_eq!(s.heap_bytes(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn heap_bytes(&self) -> usize {
+        match &self.typed {
+            Typed::Open(s, _) => s.heap_bytes(),
+            Typed::Detached(s, _) => s.heap_bytes(),
+            Typed::Closing(s, _) => s.heap_bytes(),
+            Typed::Vacant(_) => 0,
         }
     }
 
@@ -390,7 +415,7 @@ impl<
         options: OpenOptions<SC, RC>,
         now: Instant,
     ) -> Result<(), Error> {
-        Session::<Open, SC, RC, R, B, D, A, L, K>::completed_limit_of(&options)?;
+        Session::<Open, SC, RC, R, B, D, A, L, K, M>::completed_limit_of(&options)?;
         self.transition(|typed| {
             let open = match typed {
                 Typed::Open(s, _) => s,
@@ -428,14 +453,14 @@ impl<
             Some(Typed::Open(s, _)) => ids.refill(s.resource_request_ids(None, None)),
             Some(Typed::Detached(s, _)) => ids.refill(s.resource_request_ids(None, None)),
             Some(Typed::Closing(s, _)) => ids.refill(s.resource_request_ids(None, None)),
-            Some(Typed::Vacant(_)) | None => ids.refill(core::iter::empty()),
+            Some(Typed::Vacant(_)) | None => ids.refill(core::iter::empty::<&Id<L>>()),
         }
     }
 
     /// The session typed as `Open`, if it is.
     ///
     /// See the type-level example.
-    pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed() {
             Some(Typed::Open(s, _)) => Some(s),
             _ => None,
@@ -445,7 +470,7 @@ impl<
     /// The session typed as `Open`, mutably, if it is.
     ///
     /// See the type-level example.
-    pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed_mut() {
             Some(Typed::Open(s, _)) => Some(s),
             _ => None,
@@ -461,7 +486,7 @@ impl<
     /// assert_eq!(s.as_detached().map(|d| d.state().since()), Some(Instant::from_millis(4)));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed() {
             Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
@@ -477,7 +502,9 @@ impl<
     /// s.as_detached_mut().map(|d| d.bind(&f, 0, &Id::new("late")?)).transpose()?;
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_detached_mut(&mut self) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_detached_mut(
+        &mut self,
+    ) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed_mut() {
             Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
@@ -494,7 +521,7 @@ impl<
     /// assert_eq!(s.as_closing().map(|c| c.state().reason()), Some(CloseReason::ClientClose));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed() {
             Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
@@ -513,7 +540,7 @@ impl<
     /// assert_eq!(held.map(|ids| ids.len()), Some(1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K>> {
+    pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K, M>> {
         match self.unclosed_mut() {
             Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
@@ -530,7 +557,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[allow(clippy::result_large_err)]
-    pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K>, Self> {
+    pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K, M>, Self> {
         match self.typed {
             Typed::Open(s, None) => Ok(s),
             typed => Err(AnySession { typed }),
@@ -540,18 +567,18 @@ impl<
 
 macro_rules! from_typed {
     ($($state:ident),*) => {$(
-        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize>
-            From<Session<$state, SC, RC, R, B, D, A, L, K>> for Typed<SC, RC, R, B, D, A, L, K>
+        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize, M: Storage>
+            From<Session<$state, SC, RC, R, B, D, A, L, K, M>> for Typed<SC, RC, R, B, D, A, L, K, M>
         {
-            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
+            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K, M>) -> Self {
                 Typed::$state(session, None)
             }
         }
 
-        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize>
-            From<Session<$state, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
+        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize, M: Storage>
+            From<Session<$state, SC, RC, R, B, D, A, L, K, M>> for AnySession<SC, RC, R, B, D, A, L, K, M>
         {
-            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K>) -> Self {
+            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K, M>) -> Self {
                 AnySession { typed: Typed::$state(session, None) }
             }
         }
@@ -568,11 +595,13 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > From<Session<Closed, SC, RC, R, B, D, A, L, K>> for AnySession<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > From<Session<Closed, SC, RC, R, B, D, A, L, K, M>>
+    for AnySession<SC, RC, R, B, D, A, L, K, M>
 {
     /// A closed session keeps its storage in the `Closing` shape it was
     /// finalized from; it reads as closed.
-    fn from(session: Session<Closed, SC, RC, R, B, D, A, L, K>) -> Self {
+    fn from(session: Session<Closed, SC, RC, R, B, D, A, L, K, M>) -> Self {
         let reason = session.close_reason();
         AnySession {
             typed: Typed::Closing(session.into_state(Closing::new(reason)), Some(reason)),

@@ -9,6 +9,7 @@
 //! says what was wrong; it never panics and never builds a session that
 //! breaks an invariant of the tables, the cursor or the lease.
 
+use crate::storage::{Storage, StoredId};
 use serde::{Deserialize, Serialize};
 
 use super::any::AnySession;
@@ -225,7 +226,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > Session<S, SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > Session<S, SC, RC, R, B, D, A, L, K, M>
 {
     /// The largest snapshot of this session type, when its configurations
     /// serialize to nothing: a buffer of this size always suffices, so
@@ -344,7 +346,8 @@ impl<
         const A: usize,
         const L: usize,
         const K: usize,
-    > AnySession<SC, RC, R, B, D, A, L, K>
+        M: Storage,
+    > AnySession<SC, RC, R, B, D, A, L, K, M>
 {
     /// Writes the image of the session, whatever its state but `Closed`.
     ///
@@ -415,7 +418,7 @@ impl<
                 expected: SNAPSHOT_VERSION,
             });
         }
-        let expected = Session::<Open, SC, RC, R, B, D, A, L, K>::PROFILE;
+        let expected = Session::<Open, SC, RC, R, B, D, A, L, K, M>::PROFILE;
         if profile != expected {
             return Err(SnapshotError::Profile {
                 found: profile,
@@ -465,7 +468,7 @@ impl<
                 r.state,
             ));
         }
-        let requests = Requests::<R, B, L>::from_rows(rows.into_iter(), image.bound)
+        let requests = Requests::<R, B, L, M>::from_rows(rows.into_iter(), image.bound)
             .map_err(SnapshotError::Inconsistent)?;
         // `bind` accepts its fence, and the fence never moves backwards, so
         // a binding is never ahead of the session: one that is was bound
@@ -485,9 +488,12 @@ impl<
                 r.meta,
             ));
         }
-        let completed =
-            Completed::<D, L, K>::from_records(image.completed_limit, modes, records.into_iter())
-                .map_err(SnapshotError::Inconsistent)?;
+        let completed = Completed::<D, L, K, M>::from_records(
+            image.completed_limit,
+            modes,
+            records.into_iter(),
+        )
+        .map_err(SnapshotError::Inconsistent)?;
         let session = Session {
             state: Open,
             fence,
