@@ -176,6 +176,11 @@ impl FenceValues {
         }
     }
 
+    /// The same session and incarnation at another position.
+    pub(crate) fn position(&mut self, epoch: u64, turn: u64, response: u64) {
+        (self.epoch, self.turn, self.response) = (epoch, turn, response);
+    }
+
     /// `object` if it still has these values (the fence object a session
     /// remembered), otherwise a new `DuplexFence`.
     pub(crate) fn current<'py>(
@@ -225,13 +230,30 @@ fn member<T: Copy + Send + Sync + 'static>(
     Ok(known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v))
 }
 
+/// The `DuplexInputMode` members with the core's modes, built on first use.
+static MODE_MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new();
+
+/// The `DuplexInputMode` member of a core mode.
+pub(crate) fn mode_object(py: Python<'_>, m: InputMode) -> PyResult<Bound<'_, PyAny>> {
+    let class = mode_class(py)?;
+    let known = MODE_MEMBERS.get_or_try_init(py, || {
+        InputMode::ALL
+            .iter()
+            .map(|&v| Ok((class.call1((v.as_str(),))?.unbind(), v)))
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    match known.iter().find(|(_, v)| *v == m) {
+        Some((o, _)) => Ok(o.bind(py).clone()),
+        None => class.call1((m.as_str(),)),
+    }
+}
+
 /// The core's mode for a `DuplexInputMode` (or its string value).
 pub(crate) fn mode(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
-    static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new();
     let py = object.py();
     if let Some(m) = member(
         object,
-        &MEMBERS,
+        &MODE_MEMBERS,
         mode_class(py)?,
         &InputMode::ALL,
         InputMode::as_str,
@@ -413,6 +435,8 @@ impl<'py> ReservationArg<'py> {
 }
 
 /// Request ids as Python will list them.
-pub(crate) fn names<'a, const L: usize>(ids: impl IntoIterator<Item = &'a Id<L>>) -> Vec<String> {
-    ids.into_iter().map(|id| id.as_str().to_owned()).collect()
+pub(crate) fn names<'a, I: AsRef<str> + ?Sized + 'a>(
+    ids: impl IntoIterator<Item = &'a I>,
+) -> Vec<String> {
+    ids.into_iter().map(|id| id.as_ref().to_owned()).collect()
 }

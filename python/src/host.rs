@@ -18,6 +18,7 @@ use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use duplex_core::profile::{conformance as c, server as s};
+use duplex_core::storage::Heap;
 use duplex_core::{AnySession, Clock, Fence, Instant};
 use duplex_std::{ManagerConfig, SessionKey, SessionManager};
 use pyo3::sync::MutexExt;
@@ -44,8 +45,9 @@ impl Clock for HostClock {
 }
 
 /// The session and manager types of one compiled profile (`$p`: its
-/// module of capacities). Each completed append keeps one result: the
-/// handle of its record on the Python side.
+/// module of capacities), with [`Heap`] storage: a session costs what it
+/// holds, up to the profile's capacities. Each completed append keeps one
+/// result: the handle of its record on the Python side.
 macro_rules! profile_types {
     ($p:ident, $any:ident, $manager:ident, $name:literal) => {
         #[doc = concat!("A session of the ", $name, " profile (its size is what `_native_bytes` reports).")]
@@ -58,6 +60,7 @@ macro_rules! profile_types {
             { $p::ACTIVE_OPS },
             { $p::ID_LEN },
             { $p::STAGE_RESULTS },
+            Heap,
         >;
 
         #[doc = concat!("The manager of ", $name, "-profile sessions.")]
@@ -71,6 +74,7 @@ macro_rules! profile_types {
             { $p::ACTIVE_OPS },
             { $p::ID_LEN },
             { $p::STAGE_RESULTS },
+            Heap,
         >;
     };
 }
@@ -113,7 +117,8 @@ impl Profile {
         }
     }
 
-    /// Bytes one session of the profile occupies in its manager.
+    /// Bytes one session of the profile occupies in its manager's slot
+    /// (what its tables hold on the heap comes on top).
     pub(crate) fn session_bytes(self) -> usize {
         match self {
             Profile::Server => std::mem::size_of::<ServerAny>(),

@@ -434,16 +434,15 @@ impl PySession {
             Ok(h) => h,
             Err(e) => return Err(self.refuse(py, &mut g, e, Some(fence), cx)),
         };
-        let Some(record) = handle
-            .and_then(|h| inner.record(h))
-            .map(|r| r.clone_ref(py))
+        let Some((handle, record)) =
+            handle.and_then(|h| inner.record(h).map(|r| (h, r.clone_ref(py))))
         else {
             return Ok(None);
         };
         drop(g);
         let out = PyList::empty(py);
-        for r in record.bind(py).iter().skip(3) {
-            out.append(crate::session::copy_dict(py, &r)?)?;
+        for r in crate::session::Record::results(py, handle, record.bind(py))? {
+            out.append(r)?;
         }
         Ok(Some(out))
     }
@@ -461,6 +460,7 @@ impl PySession {
         stage_results: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let operation_id = args::text(operation_id, "operation_id")?;
+        let final_is_bool = r#final.is_instance_of::<PyBool>();
         let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
         let m = convert::mode(mode)?;
@@ -476,15 +476,23 @@ impl PySession {
             .profile
             .stage_results()
             .filter(|max| copies.len() > *max);
-        // One flat tuple per record, `(fence, mode, final, *stage_results)`:
-        // no inner tuple, so a record costs less than the seed's.
-        let mut items = vec![
-            fence.clone(),
-            mode.clone(),
-            PyBool::new(py, r#final).to_owned().into_any(),
-        ];
-        items.extend(copies);
-        let record = PyTuple::new(py, items)?;
+        // A compact record if the core keeps all but the one result
+        // (`Record`); whether the fence names the session is known under
+        // the lock.
+        let plain = copies.len() == 1 && mode.is(&convert::mode_object(py, m)?) && final_is_bool;
+        let full = || -> PyResult<Bound<'_, PyTuple>> {
+            let mut items = vec![
+                fence.clone(),
+                mode.clone(),
+                PyBool::new(py, r#final).to_owned().into_any(),
+            ];
+            items.extend(copies.iter().cloned());
+            PyTuple::new(py, items)
+        };
+        let compact = match copies.first() {
+            Some(one) if plain => Some(crate::session::Record::compact(one)?),
+            _ => None,
+        };
         let cx = Context {
             operation: Some(operation_id),
             ..self.cx(py)
@@ -492,18 +500,24 @@ impl PySession {
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
         let mut core = core.ok_or_else(gone)?;
-        let handle = inner.next_handle;
+        let counter = inner.next_handle;
         let recorded = update!(&mut core, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s| {
+            let own = compact.is_some() && f.session == s.fence().session && f.incarnation == s.fence().incarnation;
+            let handle = crate::session::Record::handle(counter, own);
             // The state is checked before the table (SPEC: wrong_state, then
             // the seed's order, then full): a lookup checks it and changes
             // nothing.
             match (too_many, s.completed(&f, &op, m, r#final.into())) {
                 (_, Err(e @ CoreError::WrongState { .. })) => Err(e),
                 (Some(max), _) => Err(CoreError::Full { table: duplex_core::Table::StageResults, capacity: max }),
-                _ => s.record_completed(&f, &op, m, r#final.into(), &[handle]),
+                _ => s.record_completed(&f, &op, m, r#final.into(), &[handle]).map(|()| (handle, own)),
             }
         })?;
-        recorded.map_err(|e| core_error(e, cx))?;
+        let (handle, own) = recorded.map_err(|e| core_error(e, cx))?;
+        let record = match compact {
+            Some(items) if own => items,
+            _ => full()?,
+        };
         inner.next_handle += 1;
         inner.records.push((handle, record.unbind()));
         let pruned = crate::lease::prune_records(&core, inner);

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use duplex_core::{CloseReason, Error as CoreError, Fence, Instant, StateKind};
 use duplex_std::SessionKey;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::classes;
 use crate::convert::{self, fence_object, FenceArg, FenceValues};
@@ -96,8 +96,8 @@ pub(crate) struct Inner {
     pub(crate) session_config: Option<Py<PyAny>>,
     pub(crate) runtime_config: Option<Py<PyAny>>,
     pub(crate) lease_config: Py<PyAny>,
-    /// Completed appends' records, by the handle the core keeps:
-    /// `(fence, mode, final, *stage_results)`.
+    /// Completed appends' records, by the handle the core keeps (see
+    /// [`Record`]).
     pub(crate) records: Vec<(i64, Py<PyTuple>)>,
     pub(crate) next_handle: i64,
     /// The close reason as the host named it.
@@ -105,9 +105,63 @@ pub(crate) struct Inner {
     /// The last fence object whose values are the session's fence.
     pub(crate) fence_object: Option<Py<PyAny>>,
     /// A closed session's final facts, fence and lease generation.
-    pub(crate) closed: Option<Closed>,
+    pub(crate) closed: Option<Box<Closed>>,
     /// The last `DuplexFence` argument, converted (see [`Inner::fence`]).
     pub(crate) arg_fence: Option<(Py<PyAny>, CoreFence)>,
+}
+
+/// The two shapes of a completed append's Python record, told apart by the
+/// low bit of its handle.
+///
+/// - Compact (bit set): the record's one stage result as a flat tuple of its
+///   items, `(key, value, key, value, ...)`. For a record whose fence names
+///   the session and its incarnation, whose mode is a `DuplexInputMode`
+///   member and whose `final` is a bool (the common case): the fence's
+///   position, the mode and the finality are the core's, so the record
+///   needs nothing else. A result of one item costs a 2-tuple, not a dict.
+/// - Full: `(fence, mode, final, *stage_results)` as given (the results
+///   copied as dicts), for anything else.
+///
+/// Reads hand out new dicts either way (as the seed's copies would be).
+pub(crate) struct Record;
+
+impl Record {
+    /// The handle bit of a compact record.
+    pub(crate) const COMPACT: i64 = 1;
+
+    /// The handle of the record numbered `counter`, compact or full.
+    pub(crate) fn handle(counter: i64, compact: bool) -> i64 {
+        counter * 2 + i64::from(compact)
+    }
+
+    /// A compact record's items, for one result (already copied as a dict).
+    pub(crate) fn compact<'py>(result: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let dict = result.cast::<PyDict>()?;
+        let mut items = Vec::with_capacity(2 * dict.len());
+        for (k, v) in dict.iter() {
+            items.push(k);
+            items.push(v);
+        }
+        PyTuple::new(result.py(), items)
+    }
+
+    /// The stage results of a record, as new dicts.
+    pub(crate) fn results<'py>(
+        py: Python<'py>,
+        handle: i64,
+        record: &Bound<'py, PyTuple>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        if handle & Self::COMPACT != 0 {
+            let dict = PyDict::new(py);
+            let mut items = record.iter();
+            while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                dict.set_item(k, v)?;
+            }
+            Ok(vec![dict.into_any()])
+        } else {
+            record.iter().skip(3).map(|r| copy_dict(py, &r)).collect()
+        }
+    }
 }
 
 /// What a closed session's fence, lease and counters read.
@@ -199,7 +253,9 @@ pub(crate) struct PySession {
     pub(crate) arg_cache: Mutex<Option<CachedFence>>,
     /// The Python side once the session's manager has let it go (taken
     /// under the host's lock, after it).
-    pub(crate) left: Mutex<Option<Inner>>,
+    /// Boxed: a listed session's handle stays small (its side lives in
+    /// the host until then).
+    pub(crate) left: Mutex<Option<Box<Inner>>>,
 }
 
 /// A session's host locked, and where its Python side is: beside its slot
@@ -207,7 +263,7 @@ pub(crate) struct PySession {
 pub(crate) struct Locked<'a> {
     pub(crate) host: MutexGuard<'a, Host<Inner>>,
     /// The Python side, once the manager has let the session go.
-    left: Option<MutexGuard<'a, Option<Inner>>>,
+    left: Option<MutexGuard<'a, Option<Box<Inner>>>>,
     /// The session's key (`None` only for an object whose open failed).
     pub(crate) key: Option<SessionKey>,
 }
@@ -218,7 +274,7 @@ impl Locked<'_> {
     #[inline]
     pub(crate) fn parts(&mut self) -> PyResult<(Option<Core<'_>>, &mut Inner)> {
         if let Some(left) = self.left.as_mut() {
-            return Ok((None, left.as_mut().ok_or_else(gone)?));
+            return Ok((None, left.as_deref_mut().ok_or_else(gone)?));
         }
         let key = self.key.ok_or_else(gone)?;
         let (core, inner) = self.host.parts(key).ok_or_else(gone)?;
@@ -514,13 +570,13 @@ impl PySession {
                 .map(|()| s.lease_generation())
         })?
         .map_err(|e| core_error(e, cx))?;
-        inner.closed = Some(Closed {
+        inner.closed = Some(Box::new(Closed {
             fence: fence.object.clone().unbind(),
             epoch: fence.epoch,
             turn: fence.turn,
             generation,
             facts,
-        });
+        }));
         inner.fence_object = Some(fence.object.clone().unbind());
         inner.terminal_reason = Some(reason.clone().unbind());
         let records = std::mem::take(&mut inner.records);
@@ -590,13 +646,13 @@ impl PySession {
             (s.fence().epoch, s.fence().turn, s.lease_generation())
         })
         .unwrap_or_default();
-        inner.closed = Some(Closed {
+        inner.closed = Some(Box::new(Closed {
             fence,
             epoch,
             turn,
             generation,
             facts,
-        });
+        }));
         let records = std::mem::take(&mut inner.records);
         drop(records);
         Ok(ids)
@@ -613,7 +669,7 @@ pub(crate) fn let_go(host: &mut Host<Inner>, key: SessionKey) -> Option<Py<PySes
         .get()
         .left
         .lock()
-        .unwrap_or_else(PoisonError::into_inner) = Some(inner);
+        .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(inner));
     Some(handle)
 }
 

@@ -3,7 +3,7 @@
 //! sequences and configs) read from the core and the Python objects the
 //! host gave, and the seed's dataclass constructor.
 
-use duplex_core::RequestState;
+use duplex_core::{InputMode, RequestState};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -16,7 +16,7 @@ use crate::errors::gone;
 use crate::errors::{ensure_kind, with_kind};
 use crate::host::{each, read, Profile};
 use crate::manager::PyManager;
-use crate::session::{lease_of, unfinished, Facts, Opening, PySession, SessionHost};
+use crate::session::{lease_of, unfinished, Facts, Opening, PySession, Record, SessionHost};
 
 #[pymethods]
 impl PySession {
@@ -294,43 +294,55 @@ impl PySession {
         let Some(core) = core else {
             return Ok(ordered);
         };
-        let mut rows: Vec<(String, Py<PyTuple>)> = Vec::new();
+        // (op, handle, record, what a compact record takes from the core)
+        let mut rows: Vec<(String, i64, Py<PyTuple>, FenceValues, InputMode, bool)> = Vec::new();
         read!(&*core.managers, core.key, |s| unfinished!(s, t => {
-            for (op, results) in t.completed_records() {
-                let handle = results.first().copied().unwrap_or(-1);
+            let own = t.fence();
+            for r in t.completed_appends() {
+                let handle = r.results.first().copied().unwrap_or(-1);
                 if let Some(record) = inner.record(handle) {
-                    rows.push((op.as_str().to_owned(), record.clone_ref(py)));
+                    let mut fence = FenceValues::of(own);
+                    fence.position(r.epoch, r.turn, r.response);
+                    rows.push((r.operation.as_str().to_owned(), handle, record.clone_ref(py), fence, r.mode, r.finality.is_final()));
                 }
             }
         }));
         drop(g);
-        for (op, record) in rows {
-            {
-                let r = record.bind(py);
-                let results = PyTuple::new(py, r.iter().skip(3))?;
-                let record =
-                    class.call1((r.get_item(0)?, r.get_item(1)?, r.get_item(2)?, results))?;
-                ordered.set_item(op, record)?;
-            }
+        for (op, handle, record, fence, mode, r#final) in rows {
+            let r = record.bind(py);
+            let results = PyTuple::new(py, Record::results(py, handle, r)?)?;
+            let record = if handle & Record::COMPACT != 0 {
+                class.call1((
+                    fence.object(py)?,
+                    convert::mode_object(py, mode)?,
+                    r#final,
+                    results,
+                ))?
+            } else {
+                class.call1((r.get_item(0)?, r.get_item(1)?, r.get_item(2)?, results))?
+            };
+            ordered.set_item(op, record)?;
         }
         Ok(ordered)
     }
 
     /// Bytes this session holds outside Python's allocator (which
-    /// tracemalloc does not see): the boxed core session and the table of
+    /// tracemalloc does not see): its slot in the manager, what its tables
+    /// hold on the heap, its Python side's entry and the table of
     /// completed-append handles.
     fn _native_bytes(&self, py: Python<'_>) -> PyResult<usize> {
         let mut g = self.lock(py);
         let listed = g.key.is_some_and(|key| g.host.side(key).is_some());
-        let inner = g.inner()?;
-        let record = std::mem::size_of::<(i64, Py<PyTuple>)>();
         let side = std::mem::size_of::<Option<(duplex_std::SessionKey, crate::session::Inner)>>();
-        let core = if listed {
-            self.profile.session_bytes() + side
-        } else {
-            0
+        let core = match g.key {
+            Some(key) if listed => {
+                let heap = read!(&g.host.managers, key, |s| s.heap_bytes()).unwrap_or(0);
+                self.profile.session_bytes() + side + heap
+            }
+            _ => 0,
         };
-        Ok(core + inner.records.capacity() * record)
+        let record = std::mem::size_of::<(i64, Py<PyTuple>)>();
+        Ok(core + g.inner()?.records.capacity() * record)
     }
 
     /// The session's lease (a `DuplexLeaseState` view of it).

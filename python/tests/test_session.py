@@ -104,6 +104,36 @@ def test_completed_appends_answer_retries_with_copies(session, fence):
     assert view["append:1"] == d.DuplexCompletedAppend(fence, AUDIO, False, ({"v": 1},))
 
 
+def test_completed_records_keep_what_was_given_in_either_shape(session, fence):
+    """A record of one result under the session's own fence keeps only the
+    result's items (the core keeps the rest); any other keeps its fence,
+    mode and final as given. Both read back as the seed's records, and
+    neither changes when the caller's dicts do."""
+    later = d.DuplexFence(fence.session_id, epoch=0, turn_id=3, response_seq=2)
+    other = d.DuplexFence("another-session", epoch=7)
+    given = {"stage": 0, "request": "tts-1", "tokens": [1, 2]}
+    session.record_completed_append("one", fence=later, mode=AUDIO, final=True, stage_results=[given])
+    session.record_completed_append("two", fence=fence, mode=AUDIO, final=False, stage_results=[{"a": 1}, {"b": 2}])
+    session.record_completed_append("none", fence=fence, mode=AUDIO, final=False, stage_results=[])
+    session.record_completed_append("foreign", fence=other, mode=AUDIO, final=False, stage_results=[{"x": 1}])
+    session.record_completed_append("as-int", fence=fence, mode="append_audio_chunk", final=1, stage_results=[{"y": 2}])
+    given["stage"] = 9
+    view = session.completed_appends
+    assert list(view) == ["one", "two", "none", "foreign", "as-int"]
+    assert view["one"] == d.DuplexCompletedAppend(later, AUDIO, True, ({"stage": 0, "request": "tts-1", "tokens": [1, 2]},))
+    assert view["one"].mode is AUDIO and view["one"].final is True
+    assert view["two"] == d.DuplexCompletedAppend(fence, AUDIO, False, ({"a": 1}, {"b": 2}))
+    assert view["none"].stage_results == ()
+    assert view["foreign"].fence is other
+    assert view["as-int"].mode == "append_audio_chunk" and view["as-int"].final == 1
+    assert list(view["one"].stage_results[0]) == ["stage", "request", "tokens"]
+    hit = session.completed_append("one", fence=later, mode=AUDIO, final=True)
+    assert hit == [{"stage": 0, "request": "tts-1", "tokens": [1, 2]}]
+    hit[0]["stage"] = 5
+    assert session.completed_append("one", fence=later, mode=AUDIO, final=True)[0]["stage"] == 0
+    assert session.completed_append("two", fence=fence, mode=AUDIO, final=False) == [{"a": 1}, {"b": 2}]
+
+
 def test_the_completed_window_is_the_seeds_256_with_its_eviction_order(session, fence):
     assert session.completed_append_limit == 256
     for i in range(300):
