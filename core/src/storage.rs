@@ -274,10 +274,10 @@ mod heap {
         type Id<const L: usize> = HeapId;
     }
 
-    /// A column of up to `N` rows on the heap: as long as its furthest
-    /// written row.
+    /// A column of up to `N` rows on the heap: a boxed slice as long as
+    /// the rows it has room for (two words; nothing allocated while empty).
     #[derive(Debug)]
-    pub struct HeapColumn<T, const N: usize>(Vec<T>);
+    pub struct HeapColumn<T, const N: usize>(Box<[T]>);
 
     #[cfg(feature = "defmt")]
     impl<T: defmt::Format, const N: usize> defmt::Format for HeapColumn<T, N> {
@@ -306,31 +306,37 @@ mod heap {
     impl<T: Row, const N: usize> Column<T> for HeapColumn<T, N> {
         #[inline]
         fn empty() -> Self {
-            HeapColumn(Vec::new())
+            HeapColumn(Box::default())
         }
 
         /// Grows by doubling (from 4 rows), never past `N`.
         #[inline]
         fn grow_to(&mut self, rows: usize) {
-            let rows = rows.min(N);
             let len = self.0.len();
             if rows <= len {
                 return;
             }
-            if rows > self.0.capacity() {
-                let want = rows.max(len.saturating_mul(2)).max(4).min(N);
-                self.0.reserve_exact(want - len);
-            }
-            self.0.resize_with(rows, T::default);
+            let want = rows.max(len.saturating_mul(2)).max(4).min(N);
+            let mut grown = Vec::with_capacity(want);
+            grown.extend(core::mem::take(&mut self.0));
+            grown.resize_with(want, T::default);
+            self.0 = grown.into_boxed_slice();
         }
 
+        /// Resets rows `rows..` (freeing their ids); the room stays.
         #[inline]
         fn trim_to(&mut self, rows: usize) {
-            self.0.truncate(rows);
+            if let Some(rest) = self.0.get_mut(rows..) {
+                for row in rest {
+                    if row.heap_bytes() != 0 {
+                        *row = T::default();
+                    }
+                }
+            }
         }
 
         fn heap_bytes(&self) -> usize {
-            self.0.capacity() * core::mem::size_of::<T>()
+            self.0.len() * core::mem::size_of::<T>()
                 + self.0.iter().map(Row::heap_bytes).sum::<usize>()
         }
     }
