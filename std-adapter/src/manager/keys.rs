@@ -4,9 +4,12 @@
 //! manager's slots.
 
 use duplex_core::storage::Storage;
-use duplex_core::{AnySession, Clock, Error as CoreError, Id, Instant, StateKind};
+use duplex_core::{
+    AnySession, Clock, Error as CoreError, Fence, Id, Instant, OpenOptions, StateKind,
+};
 
 use super::SessionManager;
+use crate::Error;
 
 /// Where a session sits in its manager: a handle a host keeps for the
 /// session's whole stay, so that its calls skip the id's hash and lookup
@@ -84,6 +87,35 @@ impl<
         Some(SessionKey {
             slot,
             stamp: self.table.stamp(slot)?,
+        })
+    }
+
+    /// [`open`](Self::open), returning the new session's key (one lookup
+    /// fewer than `open` then [`key`](Self::key)).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let key = m.open_keyed(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.key(&f.session), Some(key));
+    /// assert!(m.open_keyed(f, OpenOptions::default()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_keyed(
+        &mut self,
+        fence: Fence<L>,
+        options: OpenOptions<SC, RC>,
+    ) -> Result<SessionKey, Error<L>> {
+        let slot = self.open_slot(fence, options)?;
+        Ok(SessionKey {
+            slot,
+            stamp: self.table.stamp(slot).unwrap_or_default(),
         })
     }
 

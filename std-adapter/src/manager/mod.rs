@@ -377,6 +377,15 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(&mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+        self.open_slot(fence, options).map(|_| ())
+    }
+
+    /// [`open`](Self::open), returning the slot the session took.
+    pub(super) fn open_slot(
+        &mut self,
+        fence: Fence<L>,
+        options: OpenOptions<SC, RC>,
+    ) -> Result<u32, Error<L>> {
         let hash = self.table.hash(&fence.session);
         if self.table.find_hashed(hash, &fence.session).is_some() {
             return Err(Error::SessionExists {
@@ -407,7 +416,7 @@ impl<
         }
         metrics::entered(StateKind::Open);
         self.reschedule(slot);
-        Ok(())
+        Ok(slot)
     }
 
     /// Typed access to an open session: runs `f` with the session and the

@@ -23,11 +23,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use duplex_core::profile::conformance;
+use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_core::{
     Activity, CloseReason, Duration, Fence, Finality, Id, InputMode, Instant, LeaseConfig,
     ManualClock, OpenOptions, Reservation, StateKind,
 };
-use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager, SessionView};
 
@@ -626,10 +626,20 @@ fn check_step(
 pub fn run(ops: &[Op]) -> Result<(), String> {
     let inline = run_with::<Inline>(ops)?;
     let heap = run_with::<Heap>(ops).map_err(|e| format!("heap storage: {e}"))?;
-    if let Some((step, (a, b))) = inline.iter().zip(&heap).enumerate().find(|(_, (a, b))| a != b) {
-        return Err(format!("step {step}: inline storage gave {a}, heap storage {b}"));
+    if let Some((step, (a, b))) = inline
+        .iter()
+        .zip(&heap)
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+    {
+        return Err(format!(
+            "step {step}: inline storage gave {a}, heap storage {b}"
+        ));
     }
-    ensure!(inline.len() == heap.len(), "the storages ran different numbers of steps");
+    ensure!(
+        inline.len() == heap.len(),
+        "the storages ran different numbers of steps"
+    );
     Ok(())
 }
 
