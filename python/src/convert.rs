@@ -48,32 +48,23 @@ impl<'py> FenceArg<'py> {
     }
 
     fn read_attributes(object: &Bound<'py, PyAny>) -> PyResult<Self> {
-        static GETTER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let py = object.py();
-        let getter = GETTER.get_or_try_init(py, || {
-            py.import("operator")?
-                .getattr("attrgetter")?
-                .call1((
-                    "session_id",
-                    "epoch",
-                    "turn_id",
-                    "response_seq",
-                    "incarnation",
-                ))
-                .map(Bound::unbind)
-        })?;
-        let values = getter.bind(py).call1((object,))?;
-        let values = values
-            .cast_into::<pyo3::types::PyTuple>()
-            .map_err(PyErr::from)?;
-        let session_id = values.get_item(0)?.cast_into::<PyString>().map_err(|_| {
+        let values = [
+            object.getattr(intern!(py, "session_id"))?,
+            object.getattr(intern!(py, "epoch"))?,
+            object.getattr(intern!(py, "turn_id"))?,
+            object.getattr(intern!(py, "response_seq"))?,
+            object.getattr(intern!(py, "incarnation"))?,
+        ];
+        let [session_id, epoch, turn, response, incarnation] = values;
+        let session_id = session_id.cast_into::<PyString>().map_err(|_| {
             with_kind(
                 PyTypeError::new_err("fence session_id must be a str"),
                 crate::args::INVALID_ARGUMENT,
             )
         })?;
-        let number = |i: usize, name: &str| -> PyResult<u64> {
-            values.get_item(i)?.extract::<u64>().map_err(|_| {
+        let number = |value: Bound<'py, PyAny>, name: &str| -> PyResult<u64> {
+            value.extract::<u64>().map_err(|_| {
                 with_kind(
                     PyValueError::new_err(format!(
                         "fence {name} must be a non-negative integer below 2**64"
@@ -85,10 +76,10 @@ impl<'py> FenceArg<'py> {
         Ok(FenceArg {
             object: object.clone(),
             session_id,
-            epoch: number(1, "epoch")?,
-            turn: number(2, "turn_id")?,
-            response: number(3, "response_seq")?,
-            incarnation: number(4, "incarnation")?,
+            epoch: number(epoch, "epoch")?,
+            turn: number(turn, "turn_id")?,
+            response: number(response, "response_seq")?,
+            incarnation: number(incarnation, "incarnation")?,
         })
     }
 

@@ -107,7 +107,9 @@ pub(crate) struct Inner {
     /// A closed session's final facts, fence and lease generation.
     pub(crate) closed: Option<Box<Closed>>,
     /// The last `DuplexFence` argument, converted (see [`Inner::fence`]).
-    pub(crate) arg_fence: Option<(Py<PyAny>, CoreFence)>,
+    /// Boxed, so that a session that never gets a fence argument (and its
+    /// slot while it opens) does not carry a 128-byte id twice.
+    pub(crate) arg_fence: Option<Box<(Py<PyAny>, CoreFence)>>,
 }
 
 /// The two shapes of a completed append's Python record, told apart by the
@@ -186,7 +188,7 @@ impl Inner {
     where
         CoreFence: ProfileFence<L>,
     {
-        let cached = self.arg_fence.as_ref().is_some_and(|(object, fence)| {
+        let cached = self.arg_fence.as_deref().is_some_and(|(object, fence)| {
             object.is(&arg.object) && ProfileFence::<L>::get(fence).is_some()
         });
         if !cached {
@@ -197,10 +199,14 @@ impl Inner {
             {
                 return Ok(Cow::Owned(fence));
             }
-            self.arg_fence = Some((arg.object.clone().unbind(), CoreFence::wrap(fence)));
+            let entry = (arg.object.clone().unbind(), CoreFence::wrap(fence));
+            match self.arg_fence.as_deref_mut() {
+                Some(cached) => *cached = entry,
+                None => self.arg_fence = Some(Box::new(entry)),
+            }
         }
         self.arg_fence
-            .as_ref()
+            .as_deref()
             .and_then(|(_, fence)| ProfileFence::<L>::get(fence))
             .map(Cow::Borrowed)
             .ok_or_else(gone)
@@ -343,6 +349,7 @@ impl PySession {
                 left: Mutex::new(None),
             },
         )?;
+        crate::shapes::untrack(session.bind(py));
         let session_config = o
             .session_config
             .map(|c| copy_dict(py, &c).map(Bound::unbind))
@@ -356,9 +363,7 @@ impl PySession {
         let key = each!(&mut host.managers, m => {
             let fence = o.fence.fence()?;
             m.clock().set(o.now);
-            m.open(fence.clone(), options)
-                .map_err(|e| std_error(e, id))
-                .and_then(|()| m.key(&fence.session).ok_or_else(gone))
+            m.open_keyed(fence, options).map_err(|e| std_error(e, id))
         })?;
         let order = host.next_order;
         host.next_order += 1;

@@ -300,3 +300,20 @@ pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
     unsafe { (*ty).tp_init = Some(INIT_TRAMPOLINES[slot]) };
     Ok(())
 }
+
+/// Takes a session object off the cycle collector's list.
+///
+/// PyO3 makes every class a GC type, but a `DuplexSessionRuntimeState`
+/// reports no references to the collector (it has no `__traverse__`: what
+/// it refers to lives behind its host's lock, which a collection must not
+/// take), so the collector can neither find a cycle through it nor free
+/// one: tracking it only costs each collection a visit, and each open a
+/// third of its time in a host with many sessions. CPython untracks its own
+/// objects the same way (a tuple of atomic values).
+pub(crate) fn untrack(object: &Bound<'_, crate::session::PySession>) {
+    // SAFETY: a live object of a GC type (PyO3 sets `Py_TPFLAGS_HAVE_GC`
+    // on every class), under the interpreter's lock; untracking a tracked
+    // object is what `tp_dealloc` does first, and CPython's dealloc checks
+    // whether the object is tracked before untracking it again.
+    unsafe { ffi::PyObject_GC_UnTrack(object.as_ptr().cast()) };
+}

@@ -342,7 +342,16 @@ impl PySession {
             _ => 0,
         };
         let record = std::mem::size_of::<(i64, Py<PyTuple>)>();
-        Ok(core + g.inner()?.records.capacity() * record)
+        let inner = g.inner()?;
+        let fence_cache = inner
+            .arg_fence
+            .as_ref()
+            .map_or(0, |b| std::mem::size_of_val(&**b));
+        let closed = inner
+            .closed
+            .as_ref()
+            .map_or(0, |b| std::mem::size_of_val(&**b));
+        Ok(core + inner.records.capacity() * record + fence_cache + closed)
     }
 
     /// The session's lease (a `DuplexLeaseState` view of it).
