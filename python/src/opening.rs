@@ -4,7 +4,7 @@
 use duplex_core::Instant;
 use pyo3::prelude::*;
 use pyo3::type_object::PyTypeInfo;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyString};
 
 use crate::convert::{self, FenceArg};
 use crate::errors::{core_error, with_kind, Context};
@@ -26,7 +26,18 @@ pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::Lease
     let read = |name: &Bound<'_, PyString>| -> PyResult<Option<f64>> {
         config
             .getattr(name)
-            .and_then(|v| v.extract())
+            .and_then(|v| {
+                if let Ok(f) = v.cast_exact::<PyFloat>() {
+                    return Ok(Some(f.value()));
+                }
+                if v.is_exact_instance_of::<PyInt>() {
+                    // A whole number of seconds, read without a float made.
+                    if let Ok(i) = v.extract::<i64>() {
+                        return Ok(Some(i as f64));
+                    }
+                }
+                v.extract()
+            })
             .map_err(|e| crate::errors::ensure_kind(e, "invalid_config"))
     };
     let ttl = read(pyo3::intern!(py, "idle_ttl_s"))?;

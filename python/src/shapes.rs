@@ -180,6 +180,114 @@ unsafe extern "C" fn init<const I: usize>(
     result
 }
 
+/// `DuplexLeaseConfig`'s type and its original `tp_init` (CPython's
+/// `slot_tp_init`, which runs the Python `__init__`).
+static LEASE_CONFIG: OnceLock<(usize, ffi::initproc)> = OnceLock::new();
+
+/// `DuplexLeaseConfig`'s `tp_init`. A host may build a config per session,
+/// so the common call, two plain positive numbers (or `None` for the idle
+/// TTL) by position or keyword, is done here: the two slots are set as the
+/// dataclass's own `__init__` would set them, and, the values being atomic,
+/// the object is left off the cycle collector's list (CPython's rule for
+/// its own tuples). Anything else (another value, a subclass, a call of
+/// the wrong shape) runs the Python `__init__`, with its checks and
+/// messages, and a `TypeError` gets `.kind`.
+unsafe extern "C" fn lease_config_init(
+    slf: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> c_int {
+    let Some(&(ty, original)) = LEASE_CONFIG.get() else {
+        unfilled_slot();
+        return -1;
+    };
+    // SAFETY: a `tp_init` runs on a thread attached to the interpreter.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: CPython passes a live object, a live tuple and a dict or null.
+    let (object, args, kwds) = unsafe {
+        (
+            Bound::from_borrowed_ptr(py, slf),
+            Bound::from_borrowed_ptr(py, args),
+            Bound::from_borrowed_ptr_or_opt(py, kwds),
+        )
+    };
+    let exact = object.get_type().as_type_ptr() as usize == ty;
+    if let Some((ttl, grace)) = exact
+        .then(|| plain_lease_values(&args, kwds.as_ref()))
+        .flatten()
+    {
+        let set = |name: &Bound<'_, pyo3::types::PyString>, value: &Bound<'_, PyAny>| {
+            // SAFETY: live objects, attached; the generic setter stores
+            // into the slot's member descriptor, as `object.__setattr__`
+            // in the dataclass's `__init__` does.
+            unsafe { ffi::PyObject_GenericSetAttr(slf, name.as_ptr(), value.as_ptr()) }
+        };
+        if set(pyo3::intern!(py, "idle_ttl_s"), &ttl) < 0
+            || set(pyo3::intern!(py, "disconnect_grace_s"), &grace) < 0
+        {
+            return -1;
+        }
+        // SAFETY: a live object of a GC type that refers only to atomic
+        // values: it can be in no cycle.
+        unsafe { ffi::PyObject_GC_UnTrack(slf.cast()) };
+        return 0;
+    }
+    // SAFETY: CPython's arguments, passed on to the original `tp_init`.
+    let result = unsafe {
+        original(
+            slf,
+            args.as_ptr(),
+            kwds.as_ref().map_or(ptr::null_mut(), Bound::as_ptr),
+        )
+    };
+    if result < 0 {
+        tag_pending_type_error();
+    }
+    result
+}
+
+/// The two values of a `DuplexLeaseConfig(idle_ttl_s, disconnect_grace_s)`
+/// call if the fast path takes them: at most two positional arguments, no
+/// keyword but the two names (none given twice), each value a float or an
+/// int that is positive (the idle TTL may be `None`); the defaults are the
+/// dataclass's. `None` sends the call to the Python `__init__`.
+fn plain_lease_values<'py>(
+    args: &Bound<'py, PyAny>,
+    kwds: Option<&Bound<'py, PyAny>>,
+) -> Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    use pyo3::types::{PyDict, PyFloat, PyInt, PyString, PyTuple};
+    let py = args.py();
+    let args = args.cast::<PyTuple>().ok()?;
+    if args.len() > 2 {
+        return None;
+    }
+    let mut given = args.iter();
+    let (mut ttl, mut grace) = (given.next(), given.next());
+    if let Some(kwds) = kwds {
+        for (key, value) in kwds.cast::<PyDict>().ok()?.iter() {
+            let slot = match key.cast::<PyString>().ok()?.to_str().ok()? {
+                "idle_ttl_s" => &mut ttl,
+                "disconnect_grace_s" => &mut grace,
+                _ => return None,
+            };
+            if slot.replace(value).is_some() {
+                return None;
+            }
+        }
+    }
+    let positive = |v: &Bound<'py, PyAny>| {
+        if let Ok(f) = v.cast_exact::<PyFloat>() {
+            f.value() > 0.0
+        } else {
+            v.is_exact_instance_of::<PyInt>() && v.extract::<i64>().is_ok_and(|i| i > 0)
+        }
+    };
+    // The Python `__init__`'s defaults (`_types.DuplexLeaseConfig`).
+    let ttl = ttl.unwrap_or_else(|| PyFloat::new(py, 300.0).into_any());
+    let grace = grace.unwrap_or_else(|| PyFloat::new(py, 30.0).into_any());
+    ((ttl.is_none() || positive(&ttl)) && positive(&grace)).then_some((ttl, grace))
+}
+
 macro_rules! trampolines {
     ($f:ident; $($i:literal)*) => { [$($f::<$i>,)*] };
 }
@@ -295,6 +403,13 @@ pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
     let Some(original) = (unsafe { (*ty).tp_init }) else {
         return Ok(());
     };
+    if class.qualname()? == "DuplexLeaseConfig" && module.to_str()? == "duplex_session._types" {
+        if LEASE_CONFIG.set((ty as usize, original)).is_ok() {
+            // SAFETY: as below; written before the package hands the class out.
+            unsafe { (*ty).tp_init = Some(lease_config_init) };
+        }
+        return Ok(());
+    }
     let slot = claim(&INIT, original, "initializers")?;
     // SAFETY: as above; written before the package hands the class out.
     unsafe { (*ty).tp_init = Some(INIT_TRAMPOLINES[slot]) };

@@ -1,6 +1,10 @@
 """The seed's names, value types, enums and their messages."""
 
 import dataclasses
+import fractions
+import gc
+import pickle
+import re
 
 import pytest
 
@@ -78,6 +82,42 @@ def test_lease_config_defaults_and_refusals():
         d.DuplexLeaseConfig(disconnect_grace_s=-1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.idle_ttl_s = 1
+
+
+def test_lease_configs_are_the_same_whichever_way_they_are_built():
+    """Plain positive numbers take the constructor's native path; anything
+    else the Python ``__init__``. Both give the same values, and only a
+    config of plain numbers (which can be in no cycle) is left off the
+    cycle collector's list."""
+    built = [
+        d.DuplexLeaseConfig(),
+        d.DuplexLeaseConfig(5),
+        d.DuplexLeaseConfig(5, 2.5),
+        d.DuplexLeaseConfig(idle_ttl_s=None, disconnect_grace_s=3),
+        d.DuplexLeaseConfig(disconnect_grace_s=3, idle_ttl_s=7.5),
+    ]
+    assert [(c.idle_ttl_s, c.disconnect_grace_s) for c in built] == [(300.0, 30.0), (5, 30.0), (5, 2.5), (None, 3), (7.5, 3)]
+    assert not any(gc.is_tracked(c) for c in built)
+    by_python = [d.DuplexLeaseConfig(True, 1.5), d.DuplexLeaseConfig(2**70), d.DuplexLeaseConfig(fractions.Fraction(1, 2))]
+    assert [c.idle_ttl_s for c in by_python] == [True, 2**70, fractions.Fraction(1, 2)]
+    assert gc.is_tracked(by_python[2])
+    assert dataclasses.replace(built[2], idle_ttl_s=9) == d.DuplexLeaseConfig(9, 2.5)
+    assert pickle.loads(pickle.dumps(built[2])) == built[2] and hash(built[2]) == hash(d.DuplexLeaseConfig(5, 2.5))
+
+    class Sub(d.DuplexLeaseConfig):
+        pass
+
+    assert Sub(4) == Sub(4) and Sub(4).idle_ttl_s == 4 and type(Sub(4)) is Sub
+    for args, kwargs, cls, message in [
+        ((1, 2, 3), {}, TypeError, "takes from 1 to 3 positional arguments but 4 were given"),
+        ((), {"foo": 1}, TypeError, "unexpected keyword argument 'foo'"),
+        ((1,), {"idle_ttl_s": 2}, TypeError, "got multiple values for argument 'idle_ttl_s'"),
+        (("x",), {}, TypeError, "idle_ttl_s must be a number of seconds or None, got str"),
+        ((float("nan"),), {}, ValueError, "idle_ttl_s must be positive or null"),
+    ]:
+        with pytest.raises(cls, match=re.escape(message)) as e:
+            d.DuplexLeaseConfig(*args, **kwargs)
+        assert e.value.kind in ("invalid_argument", "invalid_config")
 
 
 def test_mismatch_error_carries_both_fences():

@@ -1,23 +1,27 @@
 """Side by side with the seed: ``python -m duplex_session.bench``.
 
 Runs the workloads of the seed's ``seed_bench.py`` through the seed module
-and through this package, one after the other in the same process, with the
-same Python code (building fences, calling the clock, the loop), and prints
-one line per workload under a header naming the columns:
+and through this package in the same process, with the same Python code
+(building fences, calling the clock, the loop), each side measured
+``--runs`` times (3 by default), alternating, and prints one line per
+workload, ``NAME seed ours ratio seed_range ours_range`` (the medians, the
+ratio of the medians, and each side's lowest-highest), under a header naming
+the columns and the unit:
 
-- the six hot workloads with their setup outside the timing (``NAME seed_ns
-  ours_ns ratio``), then the same six as ``seed_bench.py`` writes them, setup
-  (opening the sessions, 10,000 of them for ``collect_idle_10k``) inside;
+- the six hot workloads with their setup outside the timing, then the same
+  six as ``seed_bench.py`` writes them, setup (opening the sessions, 10,000
+  of them for ``collect_idle_10k``) inside;
 - bytes per session at a typical load (4 stage bindings, 8 completed
   appends, session and request ids of 46 to 74 bytes) at 1,000, 10,000 and
   50,000 sessions, and at the seed's default ``completed_append_limit=256``
-  with 256 completed appends at 1,000 and 10,000;
-- the cost of opening one more session into a manager that holds that many,
-  with a fresh ``DuplexLeaseConfig`` each time and with one shared config.
+  with 256 completed appends at 1,000 and 10,000 (tracemalloc, plus the
+  extension's own count of what it holds in Rust; measured once);
+- the cost of opening sessions: 1,000, 10,000 and 50,000 into an empty
+  manager, with a fresh ``DuplexLeaseConfig`` each time and with one shared
+  config, per open.
 
 The seed is looked up in ``../shared/reference`` (or ``--seed-path DIR``).
-Each workload's setup (opening the sessions) is outside the timed loop, for
-both. Exit status 1 if a ratio is under its floor (``--check``).
+Exit status 1 if a ratio is beyond its floor (``--check``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import gc
 import importlib
 import os
+import statistics
 import sys
 import time
 import tracemalloc
@@ -48,8 +53,6 @@ FULL_WINDOW_SIZES = (1_000, 10_000)
 TYPICAL_BYTES_FLOOR = 0.5
 FULL_WINDOW_BYTES_FLOOR = 0.75
 OPEN_FLOOR = 2.0
-# Opens timed per size, after the manager holds the size's sessions.
-OPENS = 1_000
 
 # Workload: (name, iterations, floor ratio).
 WORKLOADS = [
@@ -244,15 +247,15 @@ def bytes_per_session(mod: SimpleNamespace, native: bool, sessions: int, full_wi
 
 
 def open_cost(mod: SimpleNamespace, sessions: int, fresh: bool) -> float:
-    """ns to open one more session into a manager holding `sessions`, with a
-    fresh ``DuplexLeaseConfig`` for each open or one shared config."""
+    """ns per open, opening `sessions` new sessions into an empty manager
+    (ids of 46 to 74 bytes), each with a fresh ``DuplexLeaseConfig`` or all
+    with one shared config: the average over a manager growing to that
+    size, collections included (the fences are made before the timing)."""
     w = Workloads(mod)
     m = w.m.DuplexSessionRuntimeManager(clock=Clock())
     shared = w.m.DuplexLeaseConfig(idle_ttl_s=300_000, disconnect_grace_s=30_000)
-    config, fence, caps = w.m.DuplexLeaseConfig, w.m.DuplexFence, w.caps()
-    for i in range(sessions):
-        m.open_session(fence(long_id("held", i)), capabilities=caps, lease_config=shared)
-    fences = [fence(long_id("new", i)) for i in range(OPENS)]
+    config, caps = w.m.DuplexLeaseConfig, w.caps()
+    fences = [w.m.DuplexFence(long_id("new", i)) for i in range(sessions)]
     gc.collect()
     t0 = time.perf_counter_ns()
     if fresh:
@@ -261,10 +264,24 @@ def open_cost(mod: SimpleNamespace, sessions: int, fresh: bool) -> float:
     else:
         for f in fences:
             m.open_session(f, capabilities=caps, lease_config=shared)
-    dt = (time.perf_counter_ns() - t0) / OPENS
+    dt = (time.perf_counter_ns() - t0) / sessions
     del m, fences
     gc.collect()
     return dt
+
+
+def sides(measure_seed, measure_ours, runs: int):
+    """`runs` measurements of each side, alternating: (seed median, ours
+    median, seed range, ours range)."""
+    seed, ours = [], []
+    for _ in range(runs):
+        seed.append(measure_seed())
+        ours.append(measure_ours())
+    return statistics.median(seed), statistics.median(ours), (min(seed), max(seed)), (min(ours), max(ours))
+
+
+def span(r) -> str:
+    return f"{r[0]:.0f}-{r[1]:.0f}"
 
 
 def as_written(w: Workloads, name: str):
@@ -280,62 +297,56 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m duplex_session.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--seed-path", default=os.path.join("..", "shared", "reference"))
     parser.add_argument("--check", action="store_true", help="exit 1 if a ratio is under its floor")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply the iteration counts")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the iteration counts and sizes")
+    parser.add_argument("--runs", type=int, default=3, help="measurements of each side per line (median and range)")
     parser.add_argument("only", nargs="*", help="workloads to run (default: all)")
     args = parser.parse_args(argv)
     seed, ours = Workloads(load_seed(args.seed_path)), Workloads(load_ours())
+    runs = max(1, args.runs)
     failed = []
 
     def wanted(name: str) -> bool:
         return not args.only or name in args.only
 
+    def line(name, got, floor, higher_is_better=True):
+        seed_v, ours_v, seed_r, ours_r = got
+        ratio = seed_v / ours_v if higher_is_better else ours_v / seed_v
+        print(f"{name} {seed_v:.1f} {ours_v:.1f} {ratio:.2f} {span(seed_r)} {span(ours_r)}", flush=True)
+        if (ratio < floor) if higher_is_better else (ratio > floor):
+            bound = "under the floor" if higher_is_better else "over the ceiling"
+            failed.append(f"{name}: {ratio:.2f} is {bound} of {floor}")
+
+    columns = "seed ours ratio seed_range ours_range"
     if any(wanted(name) for name, _, _ in WORKLOADS):
-        print("# workload seed_ns ours_ns seed/ours (setup outside the timing)", flush=True)
+        print(f"# workload {columns} (ns per call, setup outside the timing; ratio seed/ours)", flush=True)
     for name, n, floor in WORKLOADS:
         if not wanted(name):
             continue
         n = max(10, int(n * args.scale))
-        seed_ns = timeit(getattr(seed, name)(), n)
-        ours_ns = timeit(getattr(ours, name)(), n)
-        ratio = seed_ns / ours_ns
-        print(f"{name} {seed_ns:.1f} {ours_ns:.1f} {ratio:.1f}", flush=True)
-        if ratio < floor:
-            failed.append(f"{name}: {ratio:.1f}x is under the floor of {floor}x")
+        line(name, sides(lambda: timeit(getattr(seed, name)(), n), lambda: timeit(getattr(ours, name)(), n), runs), floor)
     if wanted("as_written"):
-        print("# workload seed_ns ours_ns seed/ours (as seed_bench.py writes it: setup inside)", flush=True)
+        print(f"# workload {columns} (ns per call, as seed_bench.py writes it: setup inside; ratio seed/ours)", flush=True)
         for name, n, floor in AS_WRITTEN:
             n = max(2, int(n * args.scale))
-            seed_ns = timeit(as_written(seed, name), n)
-            ours_ns = timeit(as_written(ours, name), n)
-            ratio = seed_ns / ours_ns
-            print(f"as_written.{name} {seed_ns:.1f} {ours_ns:.1f} {ratio:.1f}", flush=True)
-            if ratio < floor:
-                failed.append(f"as_written.{name}: {ratio:.1f}x is under the floor of {floor}x")
+            got = sides(lambda: timeit(as_written(seed, name), n), lambda: timeit(as_written(ours, name), n), runs)
+            line(f"as_written.{name}", got, floor)
     sizes = [max(10, int(n * args.scale)) for n in SIZES]
     if wanted("memory"):
-        print("# workload sessions seed_bytes ours_bytes ours/seed (bytes per session)", flush=True)
+        print(f"# workload {columns} (bytes per session; ratio ours/seed)", flush=True)
         full_sizes = [max(10, int(n * args.scale)) for n in FULL_WINDOW_SIZES]
         for full_window, name, floor, counts in (
             (False, "bytes_typical", TYPICAL_BYTES_FLOOR, sizes),
             (True, "bytes_256_completed", FULL_WINDOW_BYTES_FLOOR, full_sizes),
         ):
             for n in counts:
-                seed_b = bytes_per_session(seed.m, False, n, full_window)
-                ours_b = bytes_per_session(ours.m, True, n, full_window)
-                share = ours_b / seed_b
-                print(f"{name} {n} {seed_b:.0f} {ours_b:.0f} {share:.2f}", flush=True)
-                if share > floor:
-                    failed.append(f"{name} at {n}: {share:.2f} of the seed's bytes, over the ceiling of {floor}")
+                # Memory does not vary from run to run: measured once.
+                got = sides(lambda: bytes_per_session(seed.m, False, n, full_window), lambda: bytes_per_session(ours.m, True, n, full_window), 1)
+                line(f"{name}.{n}", got, floor, higher_is_better=False)
     if wanted("open"):
-        print("# workload sessions seed_ns ours_ns seed/ours (one more open)", flush=True)
+        print(f"# workload {columns} (ns per open, opening that many sessions; ratio seed/ours)", flush=True)
         for fresh, name in ((True, "open_fresh_config"), (False, "open_shared_config")):
             for n in sizes:
-                seed_ns = open_cost(seed.m, n, fresh)
-                ours_ns = open_cost(ours.m, n, fresh)
-                ratio = seed_ns / ours_ns
-                print(f"{name} {n} {seed_ns:.0f} {ours_ns:.0f} {ratio:.1f}", flush=True)
-                if ratio < OPEN_FLOOR:
-                    failed.append(f"{name} at {n}: {ratio:.1f}x is under the floor of {OPEN_FLOOR}x")
+                line(f"{name}.{n}", sides(lambda: open_cost(seed.m, n, fresh), lambda: open_cost(ours.m, n, fresh), runs), OPEN_FLOOR)
     for f in failed:
         print(f"under the floor: {f}", file=sys.stderr)
     return 1 if args.check and failed else 0
