@@ -3,6 +3,8 @@
 //! binary; counts are per thread, so parallel tests do not interfere).
 
 use allocation_counter::measure;
+use duplex_core::profile::server;
+use duplex_core::storage::Heap;
 use duplex_core::{
     Activity, AnySession, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
     Session,
@@ -130,4 +132,124 @@ fn the_counter_sees_allocations() {
         std::hint::black_box(v);
     });
     assert_eq!(info.count_total, 1);
+}
+
+/// The server profile with heap storage: the Python package's sessions.
+type HeapServer<'c> = SessionManager<
+    &'c ManualClock,
+    (),
+    (),
+    { server::RESOURCES },
+    { server::BINDINGS },
+    { server::COMPLETED },
+    { server::ACTIVE_OPS },
+    { server::ID_LEN },
+    { server::STAGE_RESULTS },
+    Heap,
+>;
+
+fn server_id(s: &str) -> Id<{ server::ID_LEN }> {
+    Id::new(s).expect("valid id")
+}
+
+/// Allocations `f` makes, per call, over `n` calls.
+fn per_call(n: u64, mut f: impl FnMut(u64)) -> u64 {
+    let info = measure(|| (0..n).for_each(&mut f));
+    info.count_total / n
+}
+
+#[test]
+fn heap_sessions_allocate_only_to_store_an_id_or_grow_a_table() {
+    // What BENCHMARKS.md states per operation for Heap storage.
+    let clock = ManualClock::new(Instant::ZERO);
+    let mut m = HeapServer::with_capacities(&clock, ManagerConfig::default()).unwrap();
+    let long = "session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30-control-plane-duplex-00";
+    let f = Fence::new(server_id(long), 0);
+    let key = m
+        .open_keyed(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
+        .unwrap();
+    let (llm, tts) = (
+        server_id("llm-request-6a3b-4f0e"),
+        server_id("tts-request-6a3b-4f0e"),
+    );
+    // First use of each table: its columns are made (four for resources,
+    // five for completed appends, one for active operations) with the id.
+    let first_bind = per_call(1, |_| {
+        m.update_at(key, |s| s.bind(&f, 0, &llm)).unwrap().unwrap()
+    });
+    assert_eq!(first_bind, 5);
+    let op = |k: u64| server_id(&format!("append-{k:04}"));
+    let ops: Vec<_> = (0..600).map(op).collect();
+    let first_record = per_call(1, |_| {
+        m.update_at(key, |s| {
+            s.record_completed(&f, &ops[0], AUDIO, Finality::Partial, &[0])
+        })
+        .unwrap()
+        .unwrap();
+    });
+    assert_eq!(first_record, 6);
+    // Fill the window to its limit (256): the columns grow by doubling.
+    for k in 1..256 {
+        m.update_at(key, |s| {
+            s.record_completed(&f, &ops[k], AUDIO, Finality::Partial, &[0])
+        })
+        .unwrap()
+        .unwrap();
+    }
+    // Steady state: nothing allocates but storing a new id.
+    assert_eq!(
+        per_call(1_000, |_| m
+            .update_at(key, |s| s.append(&f, AUDIO))
+            .unwrap()
+            .map(drop)
+            .unwrap()),
+        0
+    );
+    assert_eq!(
+        per_call(1_000, |_| m
+            .apply_at(key, |s, now| s.touch(&f, Activity::ModelOutput, now))
+            .unwrap()
+            .unwrap()),
+        0
+    );
+    assert_eq!(
+        per_call(1_000, |k| assert!(m
+            .get_at(key)
+            .unwrap()
+            .completed(
+                &f,
+                &ops[usize::try_from(k % 256).unwrap()],
+                AUDIO,
+                Finality::Partial
+            )
+            .unwrap()
+            .is_some())),
+        0
+    );
+    assert_eq!(per_call(1_000, |_| assert!(m.get(&f.session).is_some())), 0);
+    // A new op id at the limit: its id is stored, the oldest one's freed.
+    let mut next = 256;
+    assert_eq!(
+        per_call(300, |_| {
+            m.update_at(key, |s| {
+                s.record_completed(&f, &ops[next], AUDIO, Finality::Partial, &[0])
+            })
+            .unwrap()
+            .unwrap();
+            next += 1;
+        }),
+        1
+    );
+    // A new request: its id; releasing it frees it.
+    assert_eq!(
+        per_call(1, |_| m
+            .update_at(key, |s| s.bind(&f, 1, &tts))
+            .unwrap()
+            .unwrap()),
+        1
+    );
+    assert_eq!(
+        per_call(1, |_| m.release(&f.session, &[tts.clone()]).unwrap()),
+        0
+    );
 }
