@@ -115,6 +115,90 @@ fn window_benches(c: &mut Criterion) {
     g.finish();
 }
 
+/// The server profile with [`Heap`] storage (the Python package's
+/// sessions) against the same with inline storage: append, touch, a lookup
+/// in a full window of 256, and open + close through a manager.
+fn storage_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("storage");
+    let long = "session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30-control-plane-duplex-00";
+    let op = |i: usize| {
+        Id::<{ server::ID_LEN }>::new(&format!("append:{i:08x}-6a3b-4f0e-9a57-2d8c1e4b7f30"))
+            .expect("op id")
+    };
+    macro_rules! storage {
+        ($name:literal, $m:ty) => {{
+            type S = Session<
+                duplex_core::Open,
+                (),
+                (),
+                { server::RESOURCES },
+                { server::BINDINGS },
+                { server::COMPLETED },
+                { server::ACTIVE_OPS },
+                { server::ID_LEN },
+                { server::STAGE_RESULTS },
+                $m,
+            >;
+            let fence = Fence::new(Id::new(long).expect("id"), 0);
+            let mut s =
+                S::open_with_capacities(fence.clone(), options(), Instant::ZERO).expect("opens");
+            g.bench_function(concat!($name, "/append_input"), |b| {
+                b.iter(|| black_box(s.append(black_box(&fence), MODE).expect("append")));
+            });
+            g.bench_function(concat!($name, "/touch"), |b| {
+                b.iter(|| {
+                    s.touch(black_box(&fence), Activity::Heartbeat, Instant::ZERO)
+                        .expect("touch")
+                });
+            });
+            for i in 0..256 {
+                let handle = i64::try_from(i).expect("small");
+                s.record_completed(&fence, &op(i), MODE, Finality::Partial, &[handle])
+                    .expect("record");
+            }
+            let probe = op(129);
+            g.bench_function(concat!($name, "/lookup_256"), |b| {
+                b.iter(|| {
+                    black_box(
+                        s.completed(&fence, black_box(&probe), MODE, Finality::Partial)
+                            .expect("lookup")
+                            .is_some(),
+                    )
+                });
+            });
+            let mut m: SessionManager<
+                ManualClock,
+                (),
+                (),
+                { server::RESOURCES },
+                { server::BINDINGS },
+                { server::COMPLETED },
+                { server::ACTIVE_OPS },
+                { server::ID_LEN },
+                { server::STAGE_RESULTS },
+                $m,
+            > = SessionManager::with_capacities(
+                ManualClock::new(Instant::ZERO),
+                ManagerConfig::default(),
+            )
+            .expect("manager");
+            let mut incarnation = 0u64;
+            let churn = Id::new(long).expect("id");
+            g.bench_function(concat!($name, "/open_close"), |b| {
+                b.iter(|| {
+                    incarnation += 1;
+                    let f = Fence::new(churn.clone(), incarnation);
+                    m.open(f.clone(), options()).expect("open");
+                    black_box(m.close(&f, CloseReason::ClientClose).expect("close"));
+                });
+            });
+        }};
+    }
+    storage!("inline", duplex_core::storage::Inline);
+    storage!("heap", duplex_core::storage::Heap);
+    g.finish();
+}
+
 type Manager = SessionManager<ManualClock>;
 
 fn manager_with(n: usize) -> Manager {
@@ -180,5 +264,11 @@ fn manager_benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, session_benches, window_benches, manager_benches);
+criterion_group!(
+    benches,
+    session_benches,
+    window_benches,
+    storage_benches,
+    manager_benches
+);
 criterion_main!(benches);

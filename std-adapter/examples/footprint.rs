@@ -9,6 +9,12 @@
 //! bytes, per session). Then runs the steady-state operations (append,
 //! touch, bind/release, completed lookup and record, cancel, collect_expired
 //! with nothing due) and prints `allocations_per_op`.
+//!
+//! Then the server profile at a vllm-omni host's typical load (session and
+//! request ids of 46 to 74 bytes, 4 bindings, 8 completed appends), with
+//! inline storage and with `Heap` storage: bytes per session (requested
+//! bytes held plus the manager's inline bytes) and heap blocks per session
+//! (an allocator adds its own header to each).
 
 // Byte and count arithmetic for a printed report.
 #![allow(
@@ -18,6 +24,8 @@
 )]
 
 use allocation_counter::measure;
+use duplex_core::profile::server;
+use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_core::{
     Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
 };
@@ -31,6 +39,72 @@ type Manager = SessionManager<ManualClock>;
 
 fn id(s: &str) -> Id {
     Id::new(s).expect("valid id")
+}
+
+/// A server-profile manager with storage `M`.
+type Server<M> = SessionManager<
+    ManualClock,
+    (),
+    (),
+    { server::RESOURCES },
+    { server::BINDINGS },
+    { server::COMPLETED },
+    { server::ACTIVE_OPS },
+    { server::ID_LEN },
+    { server::STAGE_RESULTS },
+    M,
+>;
+
+/// An id of 46 to 74 bytes, as vllm-omni's session and request ids run
+/// (the Python bench's `long_id`).
+fn long_id(prefix: &str, i: usize) -> Id<{ server::ID_LEN }> {
+    let body = format!(
+        "{prefix}-{i:08}-6a3b-4f0e-9a57-2d8c1e4b7f30-{}",
+        "x".repeat(28)
+    );
+    Id::new(&body[..body.len().min(46 + i % 29)]).expect("valid id")
+}
+
+/// Bytes and heap blocks per session at the typical load, storage `M`.
+fn typical<M: Storage>(sessions: usize) -> (f64, f64) {
+    let fences: Vec<_> = (0..sessions)
+        .map(|i| Fence::new(long_id("session", i), 0))
+        .collect();
+    let requests: Vec<Vec<_>> = (0..sessions)
+        .map(|i| (0..4).map(|st| long_id(&format!("req{st}"), i)).collect())
+        .collect();
+    let ops: Vec<_> = (0..8)
+        .map(|k| Id::new(&format!("op-{k}")).expect("valid id"))
+        .collect();
+    let mut manager: Option<Server<M>> = None;
+    let held = measure(|| {
+        let mut m =
+            Server::<M>::with_capacities(ManualClock::new(Instant::ZERO), ManagerConfig::default())
+                .expect("manager");
+        for (f, requests) in fences.iter().zip(&requests) {
+            let key = m
+                .open_keyed(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
+                .expect("open");
+            for (stage, request) in requests.iter().enumerate() {
+                m.update_at(key, |s| s.bind(f, stage as u32, request))
+                    .expect("listed")
+                    .expect("bind");
+            }
+            for (k, op) in ops.iter().enumerate() {
+                m.update_at(key, |s| {
+                    s.record_completed(f, op, AUDIO, Finality::Partial, &[k as i64])
+                })
+                .expect("listed")
+                .expect("record");
+            }
+        }
+        manager = Some(m);
+    });
+    let inline = std::mem::size_of::<Server<M>>() as f64;
+    let bytes = (held.bytes_current as f64 + inline) / sessions as f64;
+    let blocks = held.count_current as f64 / sessions as f64;
+    drop(manager);
+    (bytes, blocks)
 }
 
 fn main() {
@@ -95,4 +169,12 @@ fn main() {
         "allocations_per_op {}",
         steady.count_total as f64 / count as f64
     );
+
+    println!("server profile, typical load (46-74 byte ids, 4 bindings, 8 completed appends):");
+    for (name, (bytes, blocks)) in [
+        ("inline", typical::<Inline>(SESSIONS)),
+        ("heap", typical::<Heap>(SESSIONS)),
+    ] {
+        println!("{name}_bytes_per_session {bytes:.0} heap_blocks_per_session {blocks:.1}");
+    }
 }

@@ -34,7 +34,7 @@ pub(crate) struct Deadlines {
 
 /// Grows `v`'s capacity to at least `want`, by at least an eighth (bounded
 /// slack, amortized O(1) copying).
-fn reserve_towards<T>(v: &mut Vec<T>, want: usize) {
+pub(super) fn reserve_towards<T>(v: &mut Vec<T>, want: usize) {
     if v.capacity() < want {
         let more = (want - v.len()).max(v.capacity() / 8);
         v.reserve_exact(more);

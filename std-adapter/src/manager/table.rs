@@ -201,8 +201,14 @@ impl<
             // build 25 KB on the stack first).
             let chunk: Chunk<SC, RC, R, B, D, A, L, K, M> =
                 (0..Self::CHUNK).map(|_| None).collect();
+            // The chunk list and the stamps grow by an eighth, as the
+            // deadline index does, not by doubling: less slack per slot.
+            let chunks = self.chunks.len() + 1;
+            super::deadlines::reserve_towards(&mut self.chunks, chunks);
             self.chunks.push(chunk);
-            self.stamps.resize(self.slot_bound(), 0);
+            let bound = self.slot_bound();
+            super::deadlines::reserve_towards(&mut self.stamps, bound);
+            self.stamps.resize(bound, 0);
             // The rest of the chunk is free, lowest slot used first.
             self.free
                 .extend((base + 1..base + Self::CHUNK as u32).rev());
