@@ -189,9 +189,9 @@ fn heap_sessions_allocate_only_to_store_an_id_or_grow_a_table() {
     });
     assert_eq!(first_record, 6);
     // Fill the window to its limit (256): the columns grow by doubling.
-    for k in 1..256 {
+    for op in &ops[1..256] {
         m.update_at(key, |s| {
-            s.record_completed(&f, &ops[k], AUDIO, Finality::Partial, &[0])
+            s.record_completed(&f, op, AUDIO, Finality::Partial, &[0])
         })
         .unwrap()
         .unwrap();
@@ -249,7 +249,9 @@ fn heap_sessions_allocate_only_to_store_an_id_or_grow_a_table() {
         1
     );
     assert_eq!(
-        per_call(1, |_| m.release(&f.session, &[tts.clone()]).unwrap()),
+        per_call(1, |_| m
+            .release(&f.session, std::slice::from_ref(&tts))
+            .unwrap()),
         0
     );
 }
