@@ -1,7 +1,8 @@
 //! # duplex-core
 //!
 //! The engine-side session state of a full-duplex voice AI engine (the user
-//! and the model talk at once), as a `#![no_std]`, allocation-free, `unsafe`-free
+//! and the model talk at once), as a `#![no_std]`, `unsafe`-free,
+//! allocation-free (unless a host chooses heap storage)
 //! state machine whose lifecycle is encoded in types.
 //!
 //! Per client session it keeps:
@@ -45,6 +46,11 @@
 //! [`Error::Full`] and changes nothing. The tables are stored column by
 //! column, so a default-profile session is at most 1,488 bytes (checked at
 //! compile time).
+//!
+//! Where the rows live is the last generic parameter, a [`storage`] kind:
+//! inline arrays by default (no allocation, ever), or, with the `alloc`
+//! feature, `storage::Heap`, whose tables and ids are as large as what the
+//! session holds, up to the same capacities.
 //!
 //! ## Example
 //!

@@ -4,10 +4,10 @@ Measured as ``python -m duplex_session.bench`` measures it (tracemalloc for
 Python's allocations, plus the extension's own count of what its sessions
 hold in Rust). The ceilings are generous, well above today's figures and
 below what reserving each session's worst case costs, so that only a return
-to worst-case storage fails: about 2,900 bytes a session at the typical
-load (the seed's module: about 6,900; worst-case inline storage: 48,000),
-and about 50,000 with 256 completed appends (the seed's: 130,000; inline:
-116,000).
+to worst-case storage fails: about 2,800 bytes a session at the typical
+load (the seed's module: about 6,900; worst-case inline storage: 48,800),
+and about 43,600 with 256 completed appends (the seed's: 129,800; inline:
+116,200).
 """
 
 from duplex_session import bench
