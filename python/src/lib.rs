@@ -22,6 +22,7 @@ mod lease;
 mod manager;
 mod opening;
 mod ops;
+mod records;
 mod session;
 mod shapes;
 mod views;
