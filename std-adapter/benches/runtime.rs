@@ -14,7 +14,7 @@ use duplex_core::{
     Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
     Modes, OpenOptions, Session,
 };
-use duplex_std::{ManagerConfig, SessionManager, Sessions};
+use duplex_std::{ManagerConfig, ServerManager, SessionManager, Sessions};
 
 const MODE: InputMode = InputMode::AppendAudioChunk;
 
@@ -166,18 +166,7 @@ fn storage_benches(c: &mut Criterion) {
                     )
                 });
             });
-            let mut m: SessionManager<
-                ManualClock,
-                (),
-                (),
-                { server::RESOURCES },
-                { server::BINDINGS },
-                { server::COMPLETED },
-                { server::ACTIVE_OPS },
-                { server::ID_LEN },
-                { server::STAGE_RESULTS },
-                $m,
-            > = SessionManager::with_capacities(
+            let mut m: ServerManager<ManualClock, $m> = SessionManager::with_capacities(
                 ManualClock::new(Instant::ZERO),
                 ManagerConfig::default(),
             )

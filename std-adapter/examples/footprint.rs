@@ -30,7 +30,7 @@ use duplex_core::{
     Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
 };
 use duplex_std::Sessions as _;
-use duplex_std::{ManagerConfig, SessionManager};
+use duplex_std::{ManagerConfig, ServerManager, SessionManager};
 
 const SESSIONS: usize = 10_000;
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -42,18 +42,7 @@ fn id(s: &str) -> Id {
 }
 
 /// A server-profile manager with storage `M`.
-type Server<M> = SessionManager<
-    ManualClock,
-    (),
-    (),
-    { server::RESOURCES },
-    { server::BINDINGS },
-    { server::COMPLETED },
-    { server::ACTIVE_OPS },
-    { server::ID_LEN },
-    { server::STAGE_RESULTS },
-    M,
->;
+type Server<M> = ServerManager<ManualClock, M>;
 
 /// An id of 46 to 74 bytes, as vllm-omni's session and request ids run
 /// (the Python bench's `long_id`).

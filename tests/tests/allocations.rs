@@ -10,7 +10,7 @@ use duplex_core::{
     Session,
 };
 use duplex_std::Sessions as _;
-use duplex_std::{ManagerConfig, SessionManager};
+use duplex_std::{ManagerConfig, ServerManager, SessionManager};
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -135,18 +135,7 @@ fn the_counter_sees_allocations() {
 }
 
 /// The server profile with heap storage: the Python package's sessions.
-type HeapServer<'c> = SessionManager<
-    &'c ManualClock,
-    (),
-    (),
-    { server::RESOURCES },
-    { server::BINDINGS },
-    { server::COMPLETED },
-    { server::ACTIVE_OPS },
-    { server::ID_LEN },
-    { server::STAGE_RESULTS },
-    Heap,
->;
+type HeapServer<'c> = ServerManager<&'c ManualClock, Heap>;
 
 fn server_id(s: &str) -> Id<{ server::ID_LEN }> {
     Id::new(s).expect("valid id")

@@ -158,57 +158,25 @@ class DuplexLeaseConfig:
     idle_ttl_s: float | None = 300.0
     disconnect_grace_s: float = 30.0
 
+    # Two plain positive numbers (or None for the TTL) are stored by the
+    # extension's `tp_init` for this class (`shapes.rs`), which leaves such
+    # a config off the cycle collector's list; anything else comes here.
     def __post_init__(self) -> None:
-        _check_lease_config(self.idle_ttl_s, self.disconnect_grace_s)
-
-
-def _check_lease_config(idle_ttl_s, disconnect_grace_s) -> None:
-    """The refusals of ``DuplexLeaseConfig``. A value that cannot be
-    compared with 0 is a configuration error too: it names the field and
-    what was expected, instead of the comparison's bare "'>' not
-    supported". Whatever the seed accepts is accepted."""
-    try:
-        ttl_ok = idle_ttl_s is None or idle_ttl_s > 0
-    except TypeError:
-        raise _error(
-            TypeError, f"idle_ttl_s must be a number of seconds or None, got {type(idle_ttl_s).__name__}", "invalid_config"
-        ) from None
-    if not ttl_ok:
-        raise _error(ValueError, "idle_ttl_s must be positive or null", "invalid_config")
-    try:
-        grace_ok = disconnect_grace_s > 0
-    except TypeError:
-        raise _error(
-            TypeError, f"disconnect_grace_s must be a number of seconds, got {type(disconnect_grace_s).__name__}", "invalid_config"
-        ) from None
-    if not grace_ok:
-        raise _error(ValueError, "disconnect_grace_s must be positive", "invalid_config")
-
-
-def _lease_config_init():
-    """``DuplexLeaseConfig.__init__``: the generated one with its
-    ``__post_init__``, but setting the two slots through their descriptors
-    directly and checking plain positive numbers inline (a host may build
-    one per session; this is about twice as fast)."""
-    set_ttl = DuplexLeaseConfig.__dict__["idle_ttl_s"].__set__
-    set_grace = DuplexLeaseConfig.__dict__["disconnect_grace_s"].__set__
-    plain = (int, float)
-
-    def __init__(self, idle_ttl_s: float | None = 300.0, disconnect_grace_s: float = 30.0) -> None:
-        if not (
-            (idle_ttl_s is None or (type(idle_ttl_s) in plain and idle_ttl_s > 0))
-            and type(disconnect_grace_s) in plain
-            and disconnect_grace_s > 0
-        ):
-            _check_lease_config(idle_ttl_s, disconnect_grace_s)
-        set_ttl(self, idle_ttl_s)
-        set_grace(self, disconnect_grace_s)
-
-    __init__.__qualname__ = "DuplexLeaseConfig.__init__"
-    return __init__
-
-
-DuplexLeaseConfig.__init__ = _lease_config_init()
+        # A value that cannot be compared with 0 is a configuration error
+        # too: it names the field and what was expected, instead of the
+        # comparison's bare "'>' not supported". Whatever the seed accepts
+        # is accepted.
+        for name, none_ok in (("idle_ttl_s", True), ("disconnect_grace_s", False)):
+            value = getattr(self, name)
+            if value is None and none_ok:
+                continue
+            try:
+                positive = value > 0
+            except TypeError:
+                what = "a number of seconds or None" if none_ok else "a number of seconds"
+                raise _error(TypeError, f"{name} must be {what}, got {type(value).__name__}", "invalid_config") from None
+            if not positive:
+                raise _error(ValueError, f"{name} must be positive" + (" or null" if none_ok else ""), "invalid_config")
 
 
 def _check_open(lease) -> None:

@@ -120,6 +120,36 @@ pub struct SessionManager<
     deferred: Vec<u32>,
 }
 
+/// A manager of [`server`](duplex_core::profile::server)-profile sessions
+/// with storage `M`: `duplex_core::storage::Inline`, or `Heap` (the `alloc`
+/// feature), with which each session holds only what it holds, up to the
+/// profile's sizes.
+///
+/// ```
+/// # use duplex_core::*;
+/// # use duplex_std::*;
+/// use duplex_core::storage::Inline;
+///
+/// let mut m: ServerManager<ManualClock, Inline> =
+///     ServerManager::with_capacities(ManualClock::default(), ManagerConfig::default())?;
+/// let id = Id::new("session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30")?;
+/// m.open(Fence::new(id.clone(), 0), OpenOptions::default())?;
+/// assert_eq!(m.get(&id).map(AnySession::kind), Some(StateKind::Open));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type ServerManager<C, M, SC = (), RC = ()> = SessionManager<
+    C,
+    SC,
+    RC,
+    { duplex_core::profile::server::RESOURCES },
+    { duplex_core::profile::server::BINDINGS },
+    { duplex_core::profile::server::COMPLETED },
+    { duplex_core::profile::server::ACTIVE_OPS },
+    { duplex_core::profile::server::ID_LEN },
+    { duplex_core::profile::server::STAGE_RESULTS },
+    M,
+>;
+
 impl<C: Clock> SessionManager<C> {
     /// An empty manager of the default profile, without configurations,
     /// reading `clock`. (Other configuration types or profiles:
