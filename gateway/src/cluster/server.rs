@@ -56,6 +56,50 @@ fn free_port() -> Result<u16, RedisServerError> {
         .map_err(|e| RedisServerError::Start(format!("no free port: {e}")))
 }
 
+/// A free port whose cluster bus port (port + 10,000) is free too.
+fn free_cluster_port() -> Result<u16, RedisServerError> {
+    for _ in 0..64 {
+        let port = free_port()?;
+        let bus = port.checked_add(10_000);
+        if bus.is_some_and(|bus| TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_ok()) {
+            return Ok(port);
+        }
+    }
+    Err(RedisServerError::Start(
+        "no free port with a free cluster bus port".to_owned(),
+    ))
+}
+
+/// Starts a `redis-server` on a free port (with its cluster bus port free
+/// too if `cluster`), with the arguments `extra` gives for the port, and
+/// waits until it listens. A port found free can be taken by another
+/// process before the server binds it, and the server then exits at
+/// start: it is tried again on another port, up to five times.
+fn start_node(
+    cluster: bool,
+    extra: impl Fn(u16) -> Vec<String>,
+) -> Result<RedisServer, RedisServerError> {
+    let mut last = None;
+    for _ in 0..5 {
+        let port = if cluster {
+            free_cluster_port()?
+        } else {
+            free_port()?
+        };
+        let args = extra(port);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut server = RedisServer {
+            child: spawn(port, &args)?,
+            port,
+        };
+        match listening(&mut server.child, port) {
+            Ok(()) => return Ok(server),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| RedisServerError::Start("not started".to_owned())))
+}
+
 /// Waits until `port` accepts connections, or `child` exits, or 10 s pass.
 fn listening(child: &mut Child, port: u16) -> Result<(), RedisServerError> {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -93,13 +137,7 @@ impl RedisServer {
     ///
     /// [`RedisServerError`]: not installed, or not listening within 10 s.
     pub fn start() -> Result<Self, RedisServerError> {
-        let port = free_port()?;
-        let mut server = RedisServer {
-            child: spawn(port, &[])?,
-            port,
-        };
-        listening(&mut server.child, port)?;
-        Ok(server)
+        start_node(false, |_| Vec::new())
     }
 
     /// Its URL, `redis://127.0.0.1:<port>/`.
@@ -155,23 +193,18 @@ impl RedisCluster {
             dir,
         };
         for _ in 0..3 {
-            let port = free_port()?;
-            let conf = cluster.dir.join(format!("nodes-{port}.conf"));
-            let conf = conf.to_string_lossy();
-            let dir = cluster.dir.to_string_lossy();
-            let child = spawn(
-                port,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf,
-                    "--dir",
-                    &dir,
-                ],
-            )?;
-            let mut master = RedisServer { child, port };
-            listening(&mut master.child, port)?;
+            let dir = cluster.dir.to_string_lossy().into_owned();
+            let master = start_node(true, |port| {
+                let conf = cluster.dir.join(format!("nodes-{port}.conf"));
+                vec![
+                    "--cluster-enabled".to_owned(),
+                    "yes".to_owned(),
+                    "--cluster-config-file".to_owned(),
+                    conf.to_string_lossy().into_owned(),
+                    "--dir".to_owned(),
+                    dir.clone(),
+                ]
+            })?;
             cluster.masters.push(master);
         }
         let addrs: Vec<String> = cluster
