@@ -10,7 +10,7 @@
 //!
 //! | | [`Inline`] | `Heap` (`alloc`) |
 //! |---|---|---|
-//! | a table | an array of its capacity | a vector of the rows it holds |
+//! | a table | an array of its capacity | a boxed slice, grown by doubling to the rows it has held |
 //! | an id in a table | `L` bytes inline | its own length, boxed (none for an unused row) |
 //! | a session's size | its worst case, fixed at compile time | a few hundred bytes plus what it holds |
 //! | allocations | none, ever | growing a table or storing an id; none for appends, touches and lookups |

@@ -403,11 +403,14 @@ pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
     let Some(original) = (unsafe { (*ty).tp_init }) else {
         return Ok(());
     };
-    if class.qualname()? == "DuplexLeaseConfig" && module.to_str()? == "duplex_session._types" {
-        if LEASE_CONFIG.set((ty as usize, original)).is_ok() {
-            // SAFETY: as below; written before the package hands the class out.
-            unsafe { (*ty).tp_init = Some(lease_config_init) };
-        }
+    // The package's `DuplexLeaseConfig` gets its own `tp_init` (once: a
+    // class made again, by a reload, gets the plain trampoline below).
+    if class.qualname()? == "DuplexLeaseConfig"
+        && module.to_str()? == "duplex_session._types"
+        && LEASE_CONFIG.set((ty as usize, original)).is_ok()
+    {
+        // SAFETY: as below; written before the package hands the class out.
+        unsafe { (*ty).tp_init = Some(lease_config_init) };
         return Ok(());
     }
     let slot = claim(&INIT, original, "initializers")?;
