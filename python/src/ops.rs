@@ -480,15 +480,16 @@ impl PySession {
         // (`Record`); whether the fence names the session is known under
         // the lock.
         let plain = copies.len() == 1 && mode.is(&convert::mode_object(py, m)?) && final_is_bool;
-        let full = || -> PyResult<Bound<'_, PyTuple>> {
-            let mut items = vec![
-                fence.clone(),
-                mode.clone(),
-                PyBool::new(py, r#final).to_owned().into_any(),
-            ];
-            items.extend(copies.iter().cloned());
-            PyTuple::new(py, items)
-        };
+        // Both shapes are made before the lock (no Python allocation, and so
+        // no collection and no finalizer, runs under it); the one not kept
+        // is dropped after it.
+        let mut items = vec![
+            fence.clone(),
+            mode.clone(),
+            PyBool::new(py, r#final).to_owned().into_any(),
+        ];
+        items.extend(copies.iter().cloned());
+        let full = PyTuple::new(py, items)?;
         let compact = match copies.first() {
             Some(one) if plain => Some(crate::session::Record::compact(one)?),
             _ => None,
@@ -514,9 +515,9 @@ impl PySession {
             }
         })?;
         let (handle, own) = recorded.map_err(|e| core_error(e, cx))?;
-        let record = match compact {
-            Some(items) if own => items,
-            _ => full()?,
+        let record = match &compact {
+            Some(items) if own => items.clone(),
+            _ => full.clone(),
         };
         inner.next_handle += 1;
         inner.records.push((handle, record.unbind()));
