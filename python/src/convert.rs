@@ -213,12 +213,23 @@ fn member<T: Copy + Send + Sync + 'static>(
     all: &[T],
     name: impl Fn(T) -> &'static str,
 ) -> PyResult<Option<T>> {
-    let known = cell.get_or_try_init(object.py(), || {
+    let known = members(cell, class, all, name)?;
+    Ok(known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v))
+}
+
+/// The enum class's members with their values, from `cell` (built on first
+/// use).
+fn members<'c, T: Copy + Send + Sync + 'static>(
+    cell: &'c PyOnceLock<Vec<(Py<PyAny>, T)>>,
+    class: &Bound<'_, PyType>,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> PyResult<&'c Vec<(Py<PyAny>, T)>> {
+    cell.get_or_try_init(class.py(), || {
         all.iter()
             .map(|&v| Ok((class.call1((name(v),))?.unbind(), v)))
             .collect::<PyResult<Vec<_>>>()
-    })?;
-    Ok(known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v))
+    })
 }
 
 /// The `DuplexInputMode` members with the core's modes, built on first use.
@@ -227,12 +238,7 @@ static MODE_MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new()
 /// The `DuplexInputMode` member of a core mode.
 pub(crate) fn mode_object(py: Python<'_>, m: InputMode) -> PyResult<Bound<'_, PyAny>> {
     let class = mode_class(py)?;
-    let known = MODE_MEMBERS.get_or_try_init(py, || {
-        InputMode::ALL
-            .iter()
-            .map(|&v| Ok((class.call1((v.as_str(),))?.unbind(), v)))
-            .collect::<PyResult<Vec<_>>>()
-    })?;
+    let known = members(&MODE_MEMBERS, class, &InputMode::ALL, InputMode::as_str)?;
     match known.iter().find(|(_, v)| *v == m) {
         Some((o, _)) => Ok(o.bind(py).clone()),
         None => class.call1((m.as_str(),)),

@@ -503,7 +503,7 @@ impl PySession {
         let mut core = core.ok_or_else(gone)?;
         let counter = inner.next_handle;
         let recorded = update!(&mut core, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s| {
-            let own = compact.is_some() && f.session == s.fence().session && f.incarnation == s.fence().incarnation;
+            let own = compact.is_some() && f.same_identity(s.fence());
             let handle = crate::session::Record::handle(counter, own);
             // The state is checked before the table (SPEC: wrong_state, then
             // the seed's order, then full): a lookup checks it and changes
