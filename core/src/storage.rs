@@ -57,6 +57,16 @@ impl<T> MaybeFormat for T {}
 
 /// How a session stores its tables: [`Inline`] or `Heap` (with the `alloc` feature). Sealed: the
 /// tables rely on the exact behaviour of these two.
+///
+/// ```
+/// use duplex_core::storage::{Inline, Storage};
+///
+/// // Code written once for either storage names it as a parameter.
+/// fn grows<M: Storage>() -> bool {
+///     M::GROWS
+/// }
+/// assert!(!grows::<Inline>());
+/// ```
 pub trait Storage: sealed::Sealed + Sized + 'static {
     /// Whether the tables grow with their contents: the completed-append
     /// ring then wraps at the session's limit rather than at `D`, so it
@@ -69,6 +79,15 @@ pub trait Storage: sealed::Sealed + Sized + 'static {
 }
 
 /// A row value of a table column (sealed: the core's own column types).
+///
+/// ```
+/// use duplex_core::storage::Row;
+/// use duplex_core::Id;
+///
+/// // An inline id holds nothing on the heap.
+/// assert_eq!(Row::heap_bytes(&Id::<8>::new("op-1")?), 0);
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
 pub trait Row: sealed::Sealed + Default + fmt::Debug + MaybeFormat {
     /// Bytes the row holds on the heap besides itself (a heap id's text).
     fn heap_bytes(&self) -> usize {
@@ -78,6 +97,14 @@ pub trait Row: sealed::Sealed + Default + fmt::Debug + MaybeFormat {
 
 /// A table column: a slice of rows that can be made at least `rows` long.
 /// Sealed.
+///
+/// ```
+/// use duplex_core::storage::{Column, InlineColumn};
+///
+/// let mut c = InlineColumn::<u8, 4>::empty();
+/// c.grow_to(2); // inline: the rows are there already
+/// assert_eq!((c.len(), c.heap_bytes()), (4, 0));
+/// ```
 pub trait Column<T>:
     sealed::Sealed + Deref<Target = [T]> + DerefMut + fmt::Debug + MaybeFormat
 {
@@ -95,6 +122,17 @@ pub trait Column<T>:
 }
 
 /// An id as a table stores it. Sealed.
+///
+/// ```
+/// use duplex_core::storage::StoredId;
+/// use duplex_core::Id;
+///
+/// let mut row = Id::<8>::default(); // an unused row
+/// assert!(row.is_unused());
+/// row.set(&Id::new("op-1")?);
+/// assert!(row.is(&Id::new("op-1")?) && row.to_id().as_str() == "op-1");
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
 pub trait StoredId<const L: usize>: Row + Clone {
     /// Stores `id` here.
     fn set(&mut self, id: &Id<L>);
@@ -129,7 +167,7 @@ impl Storage for Inline {
     type Id<const L: usize> = Id<L>;
 }
 
-/// A column of exactly `N` rows, inline.
+/// A column of exactly `N` rows, inline (see [`Column`]).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct InlineColumn<T, const N: usize>([T; N]);
@@ -173,7 +211,15 @@ macro_rules! rows {
 }
 rows!(u8, u32, crate::fence::Position);
 
-/// The results of one completed append, as its table stores them.
+/// The results of one completed append, as its table stores them (a row
+/// type of [`Column`]; read them through
+/// [`Session::completed_appends`](crate::Session::completed_appends)).
+///
+/// ```
+/// use duplex_core::storage::Results;
+///
+/// assert_eq!(Results::<2>::default(), Results::<2>::default());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Results<const K: usize>(pub(crate) [i64; K]);
@@ -276,6 +322,17 @@ mod heap {
 
     /// A column of up to `N` rows on the heap: a boxed slice as long as
     /// the rows it has room for (two words; nothing allocated while empty).
+    ///
+    /// ```
+    /// use duplex_core::storage::{Column, HeapColumn};
+    ///
+    /// let mut c = HeapColumn::<u32, 16>::empty();
+    /// assert_eq!(c.len(), 0);
+    /// c.grow_to(3); // room for 4: it grows by doubling, from 4
+    /// assert_eq!((c.len(), c.heap_bytes()), (4, 16));
+    /// c.grow_to(100); // never past the capacity
+    /// assert_eq!(c.len(), 16);
+    /// ```
     #[derive(Debug)]
     pub struct HeapColumn<T, const N: usize>(Box<[T]>);
 
