@@ -6,10 +6,9 @@ use duplex_core::{Activity, Appended, Fence, Id, InputMode, Instant, Modes, Rese
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::PyString;
 
-use crate::classes::{activity_class, fence_class, input_append_class, mode_class};
+use crate::classes::{input_append_class, HostClasses};
 use crate::errors::{ensure_kind, with_kind};
 
 /// A fence's fields, read from any object with the seed's attributes.
@@ -85,14 +84,22 @@ impl<'py> FenceArg<'py> {
 
     /// Reads `object`, which must be a `DuplexFence` (the manager's entry
     /// points check the type, as the seed does).
-    pub(crate) fn read_exact(object: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
-        Self::check_type(object, what)?;
+    pub(crate) fn read_exact(
+        object: &Bound<'py, PyAny>,
+        what: &str,
+        classes: &HostClasses,
+    ) -> PyResult<Self> {
+        Self::check_type(object, what, classes)?;
         Self::read(object)
     }
 
-    /// `TypeError` unless `object` is a `DuplexFence`.
-    pub(crate) fn check_type(object: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-        let class = fence_class(object.py())?;
+    /// `TypeError` unless `object` is the host's `DuplexFence`.
+    pub(crate) fn check_type(
+        object: &Bound<'_, PyAny>,
+        what: &str,
+        classes: &HostClasses,
+    ) -> PyResult<()> {
+        let class = classes.fence(object.py());
         if object.is_exact_instance(class) || object.is_instance(class)? {
             return Ok(());
         }
@@ -137,12 +144,13 @@ pub(crate) fn id<const L: usize>(text: &str) -> PyResult<Id<L>> {
     })
 }
 
-/// A `DuplexFence` for the core's `fence`.
+/// The host's `DuplexFence` for the core's `fence`.
 pub(crate) fn fence_object<'py, const L: usize>(
     py: Python<'py>,
     fence: &Fence<L>,
+    classes: &HostClasses,
 ) -> PyResult<Bound<'py, PyAny>> {
-    FenceValues::of(fence).object(py)
+    FenceValues::of(fence).object(py, classes)
 }
 
 /// A fence's values, read from the core under a host's lock and made a
@@ -173,11 +181,12 @@ impl FenceValues {
     }
 
     /// `object` if it still has these values (the fence object a session
-    /// remembered), otherwise a new `DuplexFence`.
+    /// remembered), otherwise a new `DuplexFence` of the host's class.
     pub(crate) fn current<'py>(
         &self,
         py: Python<'py>,
         object: Option<Py<PyAny>>,
+        classes: &HostClasses,
     ) -> PyResult<Bound<'py, PyAny>> {
         if let Some(object) = object {
             let arg = FenceArg::read(object.bind(py))?;
@@ -188,73 +197,57 @@ impl FenceValues {
                 return Ok(object.into_bound(py));
             }
         }
-        self.object(py)
+        self.object(py, classes)
     }
 
-    /// The `DuplexFence`.
-    pub(crate) fn object<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        fence_class(py)?.call1((
-            self.session.as_str(),
-            self.epoch,
-            self.turn,
-            self.response,
-            self.incarnation,
-        ))
+    /// The host's `DuplexFence` (by keyword for a host's class, whose
+    /// field order is its own).
+    pub(crate) fn object<'py>(
+        &self,
+        py: Python<'py>,
+        classes: &HostClasses,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let class = classes.fence(py);
+        if classes.is_own() {
+            return class.call1((
+                self.session.as_str(),
+                self.epoch,
+                self.turn,
+                self.response,
+                self.incarnation,
+            ));
+        }
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item(intern!(py, "session_id"), self.session.as_str())?;
+        kwargs.set_item(intern!(py, "epoch"), self.epoch)?;
+        kwargs.set_item(intern!(py, "turn_id"), self.turn)?;
+        kwargs.set_item(intern!(py, "response_seq"), self.response)?;
+        kwargs.set_item(intern!(py, "incarnation"), self.incarnation)?;
+        class.call((), Some(&kwargs))
     }
 }
 
-/// The core's value for `object` if it is one of the enum class's members,
-/// found by identity (a pointer comparison) before anything reads
-/// `.value`. `cell` holds the members with their values, built on first use.
-fn member<T: Copy + Send + Sync + 'static>(
-    object: &Bound<'_, PyAny>,
-    cell: &'static PyOnceLock<Vec<(Py<PyAny>, T)>>,
-    class: &Bound<'_, PyType>,
-    all: &[T],
-    name: impl Fn(T) -> &'static str,
-) -> PyResult<Option<T>> {
-    let known = members(cell, class, all, name)?;
-    Ok(known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v))
+/// The core's value for `object` if it is one of the members (found by
+/// identity, a pointer comparison, before anything reads `.value`).
+fn member<T: Copy>(object: &Bound<'_, PyAny>, known: &[(Py<PyAny>, T)]) -> Option<T> {
+    known.iter().find(|(o, _)| o.is(object)).map(|&(_, v)| v)
 }
 
-/// The enum class's members with their values, from `cell` (built on first
-/// use).
-fn members<'c, T: Copy + Send + Sync + 'static>(
-    cell: &'c PyOnceLock<Vec<(Py<PyAny>, T)>>,
-    class: &Bound<'_, PyType>,
-    all: &[T],
-    name: impl Fn(T) -> &'static str,
-) -> PyResult<&'c Vec<(Py<PyAny>, T)>> {
-    cell.get_or_try_init(class.py(), || {
-        all.iter()
-            .map(|&v| Ok((class.call1((name(v),))?.unbind(), v)))
-            .collect::<PyResult<Vec<_>>>()
-    })
-}
-
-/// The `DuplexInputMode` members with the core's modes, built on first use.
-static MODE_MEMBERS: PyOnceLock<Vec<(Py<PyAny>, InputMode)>> = PyOnceLock::new();
-
-/// The `DuplexInputMode` member of a core mode.
-pub(crate) fn mode_object(py: Python<'_>, m: InputMode) -> PyResult<Bound<'_, PyAny>> {
-    let class = mode_class(py)?;
-    let known = members(&MODE_MEMBERS, class, &InputMode::ALL, InputMode::as_str)?;
-    match known.iter().find(|(_, v)| *v == m) {
+/// The host's `DuplexInputMode` member of a core mode.
+pub(crate) fn mode_object<'py>(
+    py: Python<'py>,
+    m: InputMode,
+    classes: &HostClasses,
+) -> PyResult<Bound<'py, PyAny>> {
+    match classes.modes().iter().find(|(_, v)| *v == m) {
         Some((o, _)) => Ok(o.bind(py).clone()),
-        None => class.call1((m.as_str(),)),
+        None => classes.mode(py).call1((m.as_str(),)),
     }
 }
 
 /// The core's mode for a `DuplexInputMode` (or its string value).
-pub(crate) fn mode(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
-    let py = object.py();
-    if let Some(m) = member(
-        object,
-        &MODE_MEMBERS,
-        mode_class(py)?,
-        &InputMode::ALL,
-        InputMode::as_str,
-    )? {
+pub(crate) fn mode(object: &Bound<'_, PyAny>, classes: &HostClasses) -> PyResult<InputMode> {
+    if let Some(m) = member(object, classes.modes()) {
         return Ok(m);
     }
     mode_by_value(object)
@@ -283,17 +276,17 @@ fn mode_by_value(object: &Bound<'_, PyAny>) -> PyResult<InputMode> {
 }
 
 /// The core's modes for a capabilities object (`input_modes`).
-pub(crate) fn modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
-    read_modes(capabilities).map_err(|e| ensure_kind(e, "invalid_config"))
+pub(crate) fn modes(capabilities: &Bound<'_, PyAny>, classes: &HostClasses) -> PyResult<Modes> {
+    read_modes(capabilities, classes).map_err(|e| ensure_kind(e, "invalid_config"))
 }
 
-fn read_modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
+fn read_modes(capabilities: &Bound<'_, PyAny>, classes: &HostClasses) -> PyResult<Modes> {
     let mut out: Option<Modes> = None;
     for m in capabilities
         .getattr(intern!(capabilities.py(), "input_modes"))?
         .try_iter()?
     {
-        let m = mode(&m?)?;
+        let m = mode(&m?, classes)?;
         out = Some(out.map_or(Modes::only(m), |o| o.with(m)));
     }
     out.ok_or_else(|| {
@@ -304,26 +297,19 @@ fn read_modes(capabilities: &Bound<'_, PyAny>) -> PyResult<Modes> {
     })
 }
 
-/// The core's activity for a `DuplexLeaseActivity`.
-pub(crate) fn activity(object: &Bound<'_, PyAny>) -> PyResult<Activity> {
-    static MEMBERS: PyOnceLock<Vec<(Py<PyAny>, Activity)>> = PyOnceLock::new();
-    let py = object.py();
-    if let Some(a) = member(
-        object,
-        &MEMBERS,
-        activity_class(py)?,
-        &Activity::ALL,
-        Activity::as_str,
-    )? {
+/// The core's activity for the host's `DuplexLeaseActivity`.
+pub(crate) fn activity(object: &Bound<'_, PyAny>, classes: &HostClasses) -> PyResult<Activity> {
+    if let Some(a) = member(object, classes.activities()) {
         return Ok(a);
     }
+    let py = object.py();
     let wrong = || {
         with_kind(
             PyTypeError::new_err("lease activity must be DuplexLeaseActivity"),
             crate::args::INVALID_ARGUMENT,
         )
     };
-    if !object.is_instance(activity_class(py)?)? {
+    if !object.is_instance(classes.activity(py))? {
         return Err(wrong());
     }
     let value: String = object
@@ -363,6 +349,17 @@ pub(crate) fn now(clock: &Bound<'_, PyAny>, given: Option<&Bound<'_, PyAny>>) ->
 
 /// A time in float seconds (a clock's reading, or a `now` argument).
 pub(crate) fn reading(value: &Bound<'_, PyAny>) -> PyResult<Instant> {
+    use pyo3::types::{PyFloat, PyInt};
+    // The common readings first: a float, or a small int (an int read as
+    // f64 would go through a float object).
+    if let Ok(f) = value.cast_exact::<PyFloat>() {
+        return instant(f.value());
+    }
+    if value.is_exact_instance_of::<PyInt>() {
+        if let Ok(i) = value.extract::<i64>() {
+            return instant(i as f64);
+        }
+    }
     let seconds: f64 = value.extract().map_err(|_| {
         with_kind(
             PyTypeError::new_err("a clock reading must be a number of seconds"),
@@ -396,16 +393,17 @@ pub(crate) struct ReservationArg<'py> {
 impl<'py> ReservationArg<'py> {
     /// Reads a reservation's attributes (anything missing or of the wrong
     /// type is refused with `.kind = "invalid_argument"`).
-    pub(crate) fn read(r: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Self::read_attributes(r).map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
+    pub(crate) fn read(r: &Bound<'py, PyAny>, classes: &HostClasses) -> PyResult<Self> {
+        Self::read_attributes(r, classes)
+            .map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
     }
 
-    fn read_attributes(r: &Bound<'py, PyAny>) -> PyResult<Self> {
+    fn read_attributes(r: &Bound<'py, PyAny>, classes: &HostClasses) -> PyResult<Self> {
         let key: Option<(u64, u64, u64)> = r.getattr("base_append_turn_key")?.extract()?;
         let update = r.getattr("update")?;
         Ok(ReservationArg {
             fence: FenceArg::read(&r.getattr("fence")?)?,
-            mode: mode(&r.getattr("mode")?)?,
+            mode: mode(&r.getattr("mode")?, classes)?,
             base_fence: FenceArg::read(&r.getattr("base_fence")?)?,
             seq: r.getattr("base_input_seq")?.extract()?,
             turn_seq: r.getattr("base_input_turn_seq")?.extract()?,

@@ -78,7 +78,7 @@ impl PySession {
     ) -> PyResult<Option<u64>> {
         let now = convert::reading(now)?;
         let activity = match (op, arg) {
-            ("touch", Some(a)) => Some(convert::activity(a)?),
+            ("touch", Some(a)) => Some(convert::activity(a, self.classes())?),
             _ => None,
         };
         let text: Option<String> = match (op, arg) {

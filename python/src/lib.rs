@@ -22,6 +22,7 @@ mod lease;
 mod manager;
 mod opening;
 mod ops;
+mod patch;
 mod records;
 mod session;
 mod shapes;
@@ -35,6 +36,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::PySession>()?;
     m.add_class::<manager::PyManager>()?;
+    m.add_class::<classes::HostClasses>()?;
     shapes::wrap_native(&m.py().get_type::<session::PySession>())?;
     shapes::wrap_native(&m.py().get_type::<manager::PyManager>())?;
     m.add_function(wrap_pyfunction!(shapes::wrap_init, m)?)?;

@@ -10,22 +10,33 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::args;
-use crate::classes;
+use crate::classes::HostClasses;
 use crate::convert::{self, names, FenceArg, FenceValues};
 use crate::errors::with_kind;
 use crate::host::{each, Profile};
+use crate::patch::{kwargs, shadowed};
 use crate::session::{let_go, Opening, PySession, SessionHost};
 
 /// The seed's `DuplexSessionRuntimeManager`, thread-safe: a manager shared
 /// between Python threads takes its host's lock for each call, releasing
 /// the interpreter while it waits.
+///
+/// A host that keeps its own value classes uses a subclass made for it
+/// (`duplex_session._host`), whose `_duplex_classes` names them; its
+/// methods, like a session's, can be shadowed on one object.
 #[pyclass(
     frozen,
+    subclass,
+    dict,
     name = "DuplexSessionRuntimeManager",
     module = "duplex_session"
 )]
 pub(crate) struct PyManager {
     host: Arc<SessionHost>,
+    /// The host's value classes.
+    classes: Py<HostClasses>,
+    /// Whether a method is shadowed on this object.
+    pub(crate) patched: std::sync::atomic::AtomicBool,
     clock: Py<PyAny>,
     max_sessions: Option<usize>,
     completed_limit: usize,
@@ -69,6 +80,12 @@ fn invalid(message: String) -> PyErr {
 }
 
 impl PyManager {
+    /// The host's value classes.
+    #[inline]
+    pub(crate) fn classes(&self) -> &HostClasses {
+        self.classes.get()
+    }
+
     /// The object of the session named `id`, if the manager lists one.
     fn lookup(&self, py: Python<'_>, id: &str) -> Option<Py<PySession>> {
         let mut host = self.host.lock(py);
@@ -104,6 +121,7 @@ impl PyManager {
     /// the default) or `"conformance"` (the traces' sizes, whose window is
     /// 8).
     #[new]
+    #[classmethod]
     // The defaults are applied in the body, so that a value of the wrong
     // type is refused with `.kind`; the signature shows the seed's.
     #[pyo3(
@@ -111,6 +129,7 @@ impl PyManager {
         text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server')"
     )]
     fn new(
+        cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
         clock: Option<Py<PyAny>>,
         max_sessions: Option<&Bound<'_, PyAny>>,
@@ -181,6 +200,8 @@ impl PyManager {
         let host = SessionHost::new(profile, max_sessions, limit).map_err(invalid)?;
         Ok(PyManager {
             host: Arc::new(host),
+            classes: HostClasses::of_class(cls)?,
+            patched: std::sync::atomic::AtomicBool::new(false),
             clock,
             max_sessions,
             completed_limit: limit,
@@ -207,10 +228,10 @@ impl PyManager {
         runtime_config: Option<&Bound<'_, PyAny>>,
         lease_config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PySession>> {
-        let arg = FenceArg::read_exact(fence, "open_session")?;
+        let arg = FenceArg::read_exact(fence, "open_session", self.classes())?;
         let mut opening = Opening {
             now: convert::now(self.clock.bind(py), None)?,
-            capabilities: or_default(capabilities, || classes::capabilities_class(py)?.call0())?,
+            capabilities: or_default(capabilities, || self.classes().capabilities(py).call0())?,
             session_config: session_config.filter(|c| !c.is_none()).cloned(),
             runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
             // The default `DuplexLeaseConfig()` is frozen: one instance serves
@@ -219,13 +240,14 @@ impl PyManager {
                 Ok(self
                     .default_lease
                     .get_or_try_init(py, || {
-                        classes::lease_config_class(py)?.call0().map(Bound::unbind)
+                        self.classes().lease_config(py).call0().map(Bound::unbind)
                     })?
                     .bind(py)
                     .clone())
             })?,
             lease: duplex_core::LeaseConfig::default(),
             fence: arg,
+            classes: self.classes.clone_ref(py),
         };
         opening.lease = self.lease(&opening.lease_config)?;
         PySession::open(
@@ -273,7 +295,7 @@ impl PyManager {
         fence: &Bound<'_, PyAny>,
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
-        FenceArg::check_type(fence, "close_session")?;
+        FenceArg::check_type(fence, "close_session", self.classes())?;
         let reason = reason_arg(py, reason)?;
         let id: String = fence
             .getattr(pyo3::intern!(py, "session_id"))?
@@ -287,6 +309,25 @@ impl PyManager {
         let Some(session) = self.lookup(py, &id) else {
             return Ok(None);
         };
+        // A session whose close steps are shadowed closes through its
+        // attributes, as the seed's manager calls `session.terminate`.
+        let s = session.bind(py);
+        if s.get().is_patched()
+            && shadowed(s, &["terminate", "begin_close", "finalize_close", "close"])
+        {
+            if !matches!(s.get().lock(py).kind()?, StateKind::Open | StateKind::Detached) {
+                return Ok(None);
+            }
+            let kw = kwargs(py, &[("reason", reason.as_any())])?;
+            if !s
+                .call_method(pyo3::intern!(py, "terminate"), (fence,), Some(&kw))?
+                .is_truthy()?
+            {
+                return Ok(None);
+            }
+            self.remove(py, s.get());
+            return Ok(Some(session));
+        }
         // The session remembers the last fence it read, by identity.
         let arg = session.get().arg(fence)?;
         if !session.get().terminate_now(py, &arg, &reason)? {
@@ -304,11 +345,17 @@ impl PyManager {
         fence: &Bound<'_, PyAny>,
         reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PySession>>> {
-        let arg = FenceArg::read_exact(fence, "begin_close_session")?;
+        let arg = FenceArg::read_exact(fence, "begin_close_session", self.classes())?;
         let reason = reason_arg(py, reason)?;
         let Some(session) = self.lookup(py, arg.session_id.to_str()?) else {
             return Ok(None);
         };
+        let bound = session.bind(py);
+        if bound.get().is_patched() && shadowed(bound, &["begin_close"]) {
+            let kw = kwargs(py, &[("reason", reason.as_any())])?;
+            bound.call_method(pyo3::intern!(py, "begin_close"), (fence,), Some(&kw))?;
+            return Ok(Some(session));
+        }
         let s = session.get();
         let mut g = s.lock(py);
         s.begin_close_locked(py, &mut g, &arg, &reason)?;
@@ -318,6 +365,12 @@ impl PyManager {
 
     /// Finalizes a closing session and removes it.
     fn finalize_close_session(&self, py: Python<'_>, session: Py<PySession>) -> PyResult<()> {
+        let bound = session.bind(py);
+        if bound.get().is_patched() && shadowed(bound, &["finalize_close", "close"]) {
+            bound.call_method0(pyo3::intern!(py, "finalize_close"))?;
+            self.remove(py, bound.get());
+            return Ok(());
+        }
         let s = session.get();
         let mut g = s.lock(py);
         // A session closed where it sits (the seed's `terminate`) only
@@ -381,18 +434,32 @@ impl PyManager {
             return Ok(PyList::empty(py));
         }
         rows.sort_by_key(|(order, _, _)| *order);
-        let class = classes::expiry_class(py)?;
+        let classes = self.classes();
+        let class = classes.expiry(py);
         let mut expired = Vec::with_capacity(rows.len());
         for (_, object, e) in rows {
-            let fence = e.fence.current(py, object)?;
-            expired.push(class.call1((
+            let fence = e.fence.current(py, object, classes)?;
+            let values = (
                 e.id.as_str(),
                 fence,
                 e.generation,
                 e.reason.as_str(),
                 PyTuple::new(py, e.submitted)?,
                 PyTuple::new(py, e.reserved)?,
-            ))?);
+            );
+            // A host's class by keyword: its field order is its own.
+            expired.push(if classes.is_own() {
+                class.call1(values)?
+            } else {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(pyo3::intern!(py, "session_id"), values.0)?;
+                kwargs.set_item(pyo3::intern!(py, "fence"), values.1)?;
+                kwargs.set_item(pyo3::intern!(py, "lease_generation"), values.2)?;
+                kwargs.set_item(pyo3::intern!(py, "reason"), values.3)?;
+                kwargs.set_item(pyo3::intern!(py, "submitted_request_ids"), values.4)?;
+                kwargs.set_item(pyo3::intern!(py, "reserved_request_ids"), values.5)?;
+                class.call((), Some(&kwargs))?
+            });
         }
         PyList::new(py, expired)
     }
@@ -434,17 +501,24 @@ impl PyManager {
 
     /// Finalizes the named sessions that are closing.
     fn finalize_closed_sessions(
-        &self,
+        slf: &Bound<'_, Self>,
         py: Python<'_>,
         session_ids: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let this = slf.get();
+        let through = this.patched.load(std::sync::atomic::Ordering::Relaxed)
+            && shadowed(slf, &["finalize_close_session"]);
         for id in args::str_items(session_ids, "session_ids")? {
-            let Some(session) = self.lookup(py, id.to_str()?) else {
+            let Some(session) = this.lookup(py, id.to_str()?) else {
                 continue;
             };
             let kind = session.get().lock(py).kind()?;
             if matches!(kind, StateKind::Closing | StateKind::Closed) {
-                self.finalize_close_session(py, session)?;
+                if through {
+                    slf.call_method1(pyo3::intern!(py, "finalize_close_session"), (session,))?;
+                } else {
+                    this.finalize_close_session(py, session)?;
+                }
             }
         }
         Ok(())
@@ -484,7 +558,7 @@ impl PyManager {
         }
         drop(last);
         let lease = crate::session::lease_of(config)?;
-        if config.is_exact_instance(classes::lease_config_class(config.py())?) {
+        if config.is_exact_instance(self.classes().lease_config(config.py())) {
             last = self
                 .last_lease
                 .lock()

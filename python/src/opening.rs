@@ -19,6 +19,8 @@ pub(crate) struct Opening<'py> {
     pub(crate) lease_config: Bound<'py, PyAny>,
     /// `lease_config` converted.
     pub(crate) lease: duplex_core::LeaseConfig,
+    /// The host's value classes.
+    pub(crate) classes: Py<crate::classes::HostClasses>,
 }
 
 pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {

@@ -4,6 +4,7 @@
 
 use duplex_core::{Error as CoreError, StateKind};
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
@@ -13,6 +14,7 @@ use crate::convert::{self, appended_object, names, FenceArg, ReservationArg};
 use crate::errors::gone;
 use crate::errors::{core_error, generation_mismatch, with_kind, Context};
 use crate::host::{apply, each, update};
+use crate::patch::{kwargs, shadowed};
 use crate::session::{ids_list, op, PySession};
 
 #[pymethods]
@@ -27,7 +29,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg)?], |s| s.accept_fence(&f))
+            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?], |s| s.accept_fence(&f))
         )
     }
 
@@ -39,7 +41,7 @@ impl PySession {
         activity: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let arg = self.arg(fence)?;
-        let activity = convert::activity(activity)?;
+        let activity = convert::activity(activity, self.classes())?;
         let now = self.now(py)?;
         let cx = self.cx(py);
         op!(
@@ -47,7 +49,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?], |s, t| s.touch(&f, activity, t))
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| s.touch(&f, activity, t))
         )
     }
 
@@ -61,7 +63,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?], |s, t| s.detach(&f, t))
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| s.detach(&f, t))
         )
     }
 
@@ -83,7 +85,7 @@ impl PySession {
         // For a value that is not a generation, any generation but the
         // current one: the core's checks, in order, end in the mismatch.
         op!(self, py, arg, cx, |core, inner| {
-            let result = apply!(core, now, [let f = inner.fence(&arg)?], |s, t| {
+            let result = apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| {
                 let other = s.lease_generation().wrapping_add(1);
                 s.resume(&f, given.unwrap_or(other), t)
             })?;
@@ -116,7 +118,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s, t| s.begin_operation(&f, &op, t))
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s, t| s.begin_operation(&f, &op, t))
         )
     }
 
@@ -139,7 +141,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s, t| s.end_operation(&f, &op, t))
+            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s, t| s.end_operation(&f, &op, t))
         )
     }
 
@@ -222,7 +224,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg)?, let request = convert::id(request_id)?], |s| s.reserve(&f, stage_id, &request))
+            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?, let request = convert::id(request_id)?], |s| s.reserve(&f, stage_id, &request))
         )
     }
 
@@ -247,7 +249,7 @@ impl PySession {
             py,
             arg,
             cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg)?, let request = convert::id(request_id)?], |s| s.bind(&f, stage_id, &request))
+            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?, let request = convert::id(request_id)?], |s| s.bind(&f, stage_id, &request))
         )
     }
 
@@ -345,7 +347,7 @@ impl PySession {
         fence: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arg = self.arg(fence)?;
-        let m = convert::mode(mode)?;
+        let m = convert::mode(mode, self.classes())?;
         let cx = Context {
             mode: Some(m.as_str()),
             ..self.cx(py)
@@ -384,7 +386,7 @@ impl PySession {
         py: Python<'py>,
         reservation: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let parts = ReservationArg::read(reservation)?;
+        let parts = ReservationArg::read(reservation, self.classes())?;
         let cx = self.cx(py);
         let mut g = self.lock(py);
         let committed = update!(&mut g.core()?, [let r = parts.rebuild()], |s| match &r {
@@ -414,7 +416,7 @@ impl PySession {
         let operation_id = args::text(operation_id, "operation_id")?;
         let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
-        let m = convert::mode(mode)?;
+        let m = convert::mode(mode, self.classes())?;
         let cx = Context {
             operation: Some(operation_id),
             ..self.cx(py)
@@ -423,7 +425,7 @@ impl PySession {
         let (core, inner) = g.parts()?;
         let core = core.ok_or_else(gone)?;
         let found = each!(&*core.managers, mgr => {
-            let f = inner.fence(&arg)?;
+            let f = inner.fence(&arg, self.classes())?;
             let op = convert::id(operation_id)?;
             mgr.get_at(core.key)
                 .ok_or_else(gone)?
@@ -463,7 +465,7 @@ impl PySession {
         let final_is_bool = r#final.is_instance_of::<PyBool>();
         let r#final = args::flag(r#final, "final")?;
         let arg = self.arg(fence)?;
-        let m = convert::mode(mode)?;
+        let m = convert::mode(mode, self.classes())?;
         let mut copies = Vec::new();
         let mut read = || -> PyResult<()> {
             for r in stage_results.try_iter()? {
@@ -479,7 +481,7 @@ impl PySession {
         // A compact record if the core keeps all but the one result
         // (`Record`); whether the fence names the session is known under
         // the lock.
-        let plain = copies.len() == 1 && mode.is(&convert::mode_object(py, m)?) && final_is_bool;
+        let plain = copies.len() == 1 && mode.is(&convert::mode_object(py, m, self.classes())?) && final_is_bool;
         // Both shapes are made before the lock (no Python allocation, and so
         // no collection and no finalizer, runs under it); the one not kept
         // is dropped after it.
@@ -502,7 +504,7 @@ impl PySession {
         let (core, inner) = g.parts()?;
         let mut core = core.ok_or_else(gone)?;
         let counter = inner.next_handle;
-        let recorded = update!(&mut core, [let f = inner.fence(&arg)?, let op = convert::id(operation_id)?], |s| {
+        let recorded = update!(&mut core, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s| {
             let own = compact.is_some() && f.same_identity(s.fence());
             let handle = crate::session::Record::handle(counter, own);
             // The state is checked before the table (SPEC: wrong_state, then
@@ -530,17 +532,35 @@ impl PySession {
     /// Appends input in one step: a `DuplexInputAppend`.
     #[pyo3(signature = (*, mode, fence))]
     fn append_input<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+        mode: &Bound<'py, PyAny>,
+        fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        if this.is_patched() && shadowed(slf, &["prepare_append", "commit_append"]) {
+            let kw = kwargs(py, &[("mode", mode), ("fence", fence)])?;
+            let reservation = slf.call_method(intern!(py, "prepare_append"), (), Some(&kw))?;
+            return slf.call_method1(intern!(py, "commit_append"), (reservation,));
+        }
+        this.append_input_native(py, mode, fence)
+    }
+}
+
+impl PySession {
+    /// `append_input` on the core: one step, no reservation object.
+    fn append_input_native<'py>(
         &self,
         py: Python<'py>,
         mode: &Bound<'py, PyAny>,
         fence: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arg = self.arg(fence)?;
-        let m = convert::mode(mode)?;
+        let m = convert::mode(mode, self.classes())?;
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
         let mut core = core.ok_or_else(gone)?;
-        let appended = update!(&mut core, [let f = inner.fence(&arg)?], |s| s.append(&f, m))?;
+        let appended = update!(&mut core, [let f = inner.fence(&arg, self.classes())?], |s| s.append(&f, m))?;
         match appended {
             Ok(a) => {
                 if inner.fence_object.as_ref().is_none_or(|o| !o.is(fence)) {
@@ -558,6 +578,10 @@ impl PySession {
             }
         }
     }
+}
+
+#[pymethods]
+impl PySession {
 
     /// Returns and drops the requests held at exactly `fence`.
     fn release_fence<'py>(
@@ -581,12 +605,23 @@ impl PySession {
     /// Barge-in: advance to `next_fence`, return and release the requests
     /// of `cancelled_fence`.
     fn cancel_fence<'py>(
-        &self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         cancelled_fence: &Bound<'py, PyAny>,
         next_fence: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        self.cancel(py, cancelled_fence, next_fence, true)
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        if this.is_patched() && shadowed(slf, &["prepare_cancel_fence", "release_fence"]) {
+            let stale = slf.call_method1(
+                intern!(py, "prepare_cancel_fence"),
+                (cancelled_fence, next_fence),
+            )?;
+            slf.call_method1(intern!(py, "release_fence"), (cancelled_fence,))?;
+            return Ok(stale);
+        }
+        Ok(this
+            .cancel(py, cancelled_fence, next_fence, true)?
+            .into_any())
     }
 
     /// Advance the cancellation fence without dropping cleanup records.
@@ -614,12 +649,28 @@ impl PySession {
     }
 
     /// Closing → Closed: the request ids it still held.
-    fn finalize_close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn finalize_close<'py>(slf: &Bound<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        // The seed's `finalize_close` is `return self.close()`.
+        if this.is_patched() && shadowed(slf, &["close"]) {
+            return slf.call_method0(intern!(py, "close"));
+        }
+        Ok(this.finalize_native(py)?.into_any())
+    }
+}
+
+impl PySession {
+    /// `finalize_close` on the core.
+    pub(crate) fn finalize_native<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut g = self.lock(py);
         let ids = self.finalize_locked(py, &mut g)?;
         drop(g);
         PyList::new(py, ids)
     }
+}
+
+#[pymethods]
+impl PySession {
 
     /// The seed's `close`: accepts `fence` first, if given, then releases
     /// every request the session holds and returns their ids, each once
@@ -650,15 +701,29 @@ impl PySession {
 
     /// Begin closing and finalize; False if the session was already closing.
     #[pyo3(signature = (fence, *, reason))]
-    fn terminate(
-        &self,
-        py: Python<'_>,
-        fence: &Bound<'_, PyAny>,
-        reason: &Bound<'_, PyAny>,
+    fn terminate<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+        fence: &Bound<'py, PyAny>,
+        reason: &Bound<'py, PyAny>,
     ) -> PyResult<bool> {
+        let this = slf.get();
         let reason = args::string(reason, "reason")?;
-        let arg = self.arg(fence)?;
-        self.terminate_now(py, &arg, reason)
+        if this.is_patched() && shadowed(slf, &["begin_close", "finalize_close", "close"]) {
+            // Already closing (or closed): False, as on the core's path.
+            if !matches!(this.lock(py).kind()?, StateKind::Open | StateKind::Detached) {
+                return Ok(false);
+            }
+            let kw = kwargs(py, &[("reason", reason.as_any())])?;
+            let begun = slf.call_method(intern!(py, "begin_close"), (fence,), Some(&kw))?;
+            if !begun.is_truthy()? {
+                return Ok(false);
+            }
+            slf.call_method0(intern!(py, "finalize_close"))?;
+            return Ok(true);
+        }
+        let arg = this.arg(fence)?;
+        this.terminate_now(py, &arg, reason)
     }
 }
 

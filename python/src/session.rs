@@ -5,6 +5,7 @@
 //! objects the host gave, kept beside it; once a manager has let it go the
 //! handle keeps what the seed's object still shows.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use std::borrow::Cow;
@@ -14,7 +15,7 @@ use duplex_std::SessionKey;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use crate::classes;
+use crate::classes::HostClasses;
 use crate::convert::{self, fence_object, FenceArg, FenceValues};
 use crate::errors::{core_error, fence_mismatch, gone, std_error, Context};
 use crate::host::{each, read, update, Core, CoreFence, Host, HostCell, Profile, ProfileFence};
@@ -131,6 +132,7 @@ impl Inner {
     pub(crate) fn fence<const L: usize>(
         &mut self,
         arg: &FenceArg<'_>,
+        classes: &HostClasses,
     ) -> PyResult<Cow<'_, Fence<L>>>
     where
         CoreFence: ProfileFence<L>,
@@ -140,10 +142,7 @@ impl Inner {
         });
         if !cached {
             let fence = arg.fence::<L>()?;
-            if !arg
-                .object
-                .is_exact_instance(classes::fence_class(arg.object.py())?)
-            {
+            if !arg.object.is_exact_instance(classes.fence(arg.object.py())) {
                 return Ok(Cow::Owned(fence));
             }
             let entry = (arg.object.clone().unbind(), CoreFence::wrap(fence));
@@ -192,10 +191,19 @@ pub(crate) struct CachedFence {
 }
 
 /// A duplex session: the seed's `DuplexSessionRuntimeState`.
-#[pyclass(frozen, name = "DuplexSessionRuntimeState", module = "duplex_session")]
+///
+/// Its state is read-only; its methods can be shadowed on one object (a
+/// test's monkeypatch, as on the seed's dataclass), which is what the
+/// instance `__dict__` is for.
+#[pyclass(frozen, dict, name = "DuplexSessionRuntimeState", module = "duplex_session")]
 pub(crate) struct PySession {
     /// The host the session lives in.
     pub(crate) host: Arc<SessionHost>,
+    /// The host's value classes.
+    pub(crate) classes: Py<HostClasses>,
+    /// Whether a method is shadowed on this object: the seed's methods
+    /// that call others then call them through the object (`patch`).
+    pub(crate) patched: AtomicBool,
     /// Its key there (set when it opens, before anyone sees the object).
     pub(crate) key: OnceLock<SessionKey>,
     pub(crate) session_id: Py<PyString>,
@@ -272,7 +280,7 @@ impl PySession {
         profile: Profile,
         listed: bool,
     ) -> PyResult<Py<PySession>> {
-        let modes = convert::modes(&o.capabilities)?;
+        let modes = convert::modes(&o.capabilities, o.classes.get())?;
         let options = duplex_core::OpenOptions::default()
             .modes(modes)
             .lease(o.lease);
@@ -281,6 +289,8 @@ impl PySession {
             py,
             PySession {
                 host: Arc::clone(&host),
+                classes: o.classes.clone_ref(py),
+                patched: AtomicBool::new(false),
                 key: OnceLock::new(),
                 session_id: o.fence.session_id.clone().unbind(),
                 clock,
@@ -352,6 +362,18 @@ impl PySession {
         Locked { host, left, key }
     }
 
+    /// The host's value classes.
+    #[inline]
+    pub(crate) fn classes(&self) -> &HostClasses {
+        self.classes.get()
+    }
+
+    /// Whether a method is shadowed on this object.
+    #[inline]
+    pub(crate) fn is_patched(&self) -> bool {
+        self.patched.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn id<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
         self.session_id.bind(py)
     }
@@ -390,7 +412,7 @@ impl PySession {
             }
         }
         let arg = FenceArg::read(fence)?;
-        if fence.is_exact_instance(classes::fence_class(py)?) {
+        if fence.is_exact_instance(self.classes.get().fence(py)) {
             let mut cache = self
                 .arg_cache
                 .lock()
@@ -428,7 +450,7 @@ impl PySession {
             }
         }
         let obj =
-            each!(&*core.managers, m => m.get_at(core.key).map(|s| fence_object(py, s.fence())))
+            each!(&*core.managers, m => m.get_at(core.key).map(|s| fence_object(py, s.fence(), self.classes.get())))
                 .ok_or_else(gone)??;
         inner.fence_object = Some(obj.clone().unbind());
         Ok(obj)
@@ -592,7 +614,7 @@ impl PySession {
         .ok_or_else(gone)?;
         let fence = match (&inner.fence_object, current) {
             (Some(object), true) => object.clone_ref(py),
-            _ => values.object(py)?.unbind(),
+            _ => values.object(py, self.classes.get())?.unbind(),
         };
         let (epoch, turn, generation) = read!(&*core.managers, core.key, |s| {
             (s.fence().epoch, s.fence().turn, s.lease_generation())

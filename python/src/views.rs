@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::args;
 use crate::classes;
-use crate::classes::resource_class;
+use crate::classes::{resource_class, HostClasses};
 use crate::convert::{self, FenceArg, FenceValues};
 use crate::errors::gone;
 use crate::errors::{ensure_kind, with_kind};
@@ -104,17 +104,21 @@ impl PySession {
                     "invalid_config",
                 )
             })?;
+            // The classes of the host whose fence this is (a host's
+            // `DuplexFence` when it bound the package to its modules).
+            let classes = HostClasses::of_fence(fence)?;
             let opening = Opening {
                 fence: FenceArg::read(fence)?,
                 now: last,
                 capabilities: match capabilities {
                     Some(c) if !c.is_none() => c.clone(),
-                    _ => classes::capabilities_class(py)?.call0()?,
+                    _ => classes.get().capabilities(py).call0()?,
                 },
                 session_config: session_config.filter(|c| !c.is_none()).cloned(),
                 runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
                 lease: lease_of(&config)?,
                 lease_config: config,
+                classes,
             };
             PySession::open(
                 py,
@@ -251,7 +255,7 @@ impl PySession {
         drop(g);
         let class = classes::binding_class(py)?;
         for (stage, id, fence) in rows {
-            out.set_item(stage, class.call1((id, fence.object(py)?))?)?;
+            out.set_item(stage, class.call1((id, fence.object(py, self.classes())?))?)?;
         }
         Ok(out)
     }
@@ -278,7 +282,7 @@ impl PySession {
         drop(g);
         let class = resource_class(py)?;
         for (stage, id, fence, submitted) in rows {
-            let resource = class.call1((stage, id.as_str(), fence.object(py)?, submitted))?;
+            let resource = class.call1((stage, id.as_str(), fence.object(py, self.classes())?, submitted))?;
             out.set_item((stage, id), resource)?;
         }
         Ok(out)
@@ -313,8 +317,8 @@ impl PySession {
             let results = PyTuple::new(py, Record::results(py, handle, r)?)?;
             let record = if handle & Record::COMPACT != 0 {
                 class.call1((
-                    fence.object(py)?,
-                    convert::mode_object(py, mode)?,
+                    fence.object(py, self.classes())?,
+                    convert::mode_object(py, mode, self.classes())?,
                     r#final,
                     results,
                 ))?
@@ -354,13 +358,12 @@ impl PySession {
         Ok(core + inner.records.capacity() * record + fence_cache + closed)
     }
 
-    /// The session's lease (a `DuplexLeaseState` view of it).
+    /// The session's lease: a view of it that is an instance of the
+    /// host's `DuplexLeaseState`.
     #[getter]
     fn lease<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        py.import("duplex_session._lease")?
-            .getattr("SessionLease")?
-            .call1((slf,))
+        slf.get().classes().lease_view(py).call1((slf,))
     }
 }
 
@@ -410,8 +413,36 @@ fn read_only(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyErr {
     with_kind(PyAttributeError::new_err(message), args::INVALID_ARGUMENT)
 }
 
-/// `__setattr__` and `__delattr__` of a native class: every attribute is
-/// read-only ([`read_only`]).
+/// Whether `name` names a method of the object's class (a routine, not a
+/// property or other data descriptor): such an attribute may be shadowed
+/// on one object, as on the seed's dataclass.
+fn names_method(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> bool {
+    let py = object.py();
+    object.get_type().getattr(name).is_ok_and(|attr| {
+        attr.is_callable() && !attr.get_type().hasattr(pyo3::intern!(py, "__set__")).unwrap_or(true)
+    })
+}
+
+/// The object's instance `__dict__`, where a shadow lives (what the
+/// generic `object.__setattr__` would write to, which CPython does not let
+/// a class with its own `__setattr__` call).
+fn instance_dict<'py>(object: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    object.getattr(pyo3::intern!(object.py(), "__dict__"))
+}
+
+/// Whether the object's `__dict__` holds anything (a shadowed method).
+fn has_shadows(object: &Bound<'_, PyAny>) -> bool {
+    instance_dict(object)
+        .and_then(|d| d.len())
+        .is_ok_and(|n| n > 0)
+}
+
+/// `__setattr__` and `__delattr__` of a native class: an attribute that
+/// names one of the class's methods may be shadowed on the object (and the
+/// shadow deleted, which restores the method); every other attribute is
+/// read-only ([`read_only`]). A shadow sets the object's `patched` flag:
+/// the seed's methods that call others on `self` then call them through
+/// the object, so the shadow is what they call, as on the seed.
 macro_rules! read_only_attributes {
     ($($class:ty),*) => {$(
         #[pymethods]
@@ -419,13 +450,25 @@ macro_rules! read_only_attributes {
             fn __setattr__(
                 slf: &Bound<'_, Self>,
                 name: &Bound<'_, PyString>,
-                _value: &Bound<'_, PyAny>,
+                value: &Bound<'_, PyAny>,
             ) -> PyResult<()> {
-                Err(read_only(slf.as_any(), name))
+                if !names_method(slf.as_any(), name) {
+                    return Err(read_only(slf.as_any(), name));
+                }
+                instance_dict(slf.as_any())?.set_item(name, value)?;
+                slf.get().patched.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
             }
 
             fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
-                Err(read_only(slf.as_any(), name))
+                let dict = instance_dict(slf.as_any())?;
+                if !dict.contains(name)? {
+                    return Err(read_only(slf.as_any(), name));
+                }
+                dict.del_item(name)?;
+                let still = has_shadows(slf.as_any());
+                slf.get().patched.store(still, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
             }
         }
     )*};

@@ -8,9 +8,18 @@ imports from its siblings (``messages``, ``contracts``, ``lease``)::
     from duplex_session import DuplexInputMode, DuplexRuntimeCapabilities
     from duplex_session import DuplexLeaseActivity, DuplexLeaseConfig
 
+A host that keeps its own ``messages``, ``lease`` and ``contracts`` modules
+(as vllm-omni's engine does) swaps only its ``duplex_session.py``, for a file
+that binds the package to them::
+
+    from duplex_session import bind_host
+
+    bind_host(globals())
+
 Sessions and the manager are Rust (``_native``); the value types, enums and
-exceptions are the seed's Python classes (``_types``). Every exception the
-package raises carries ``.kind``, the error kind of the conformance traces.
+exceptions are the seed's Python classes (``_types``), or a bound host's own
+(``_host``). Every exception the package raises carries ``.kind``, the error
+kind of the conformance traces.
 """
 
 from ._types import (
@@ -29,7 +38,10 @@ from ._types import (
     DuplexStageBinding,
 )
 from ._native import DuplexSessionRuntimeManager, DuplexSessionRuntimeState, wrap_init
+from ._host import bind_host
 
+# The seed's names and its companions (`bind_host` is the package's own,
+# outside the seed's star-import).
 __all__ = [
     "DuplexAppendReservation",
     "DuplexCompletedAppend",
@@ -56,7 +68,7 @@ def _wrap_constructors() -> None:
 
     for name in __all__:
         cls = globals()[name]
-        if cls.__module__ == "duplex_session._types" and not isinstance(cls, EnumMeta):
+        if isinstance(cls, type) and cls.__module__ == "duplex_session._types" and not isinstance(cls, EnumMeta):
             wrap_init(cls)
 
 

@@ -1,7 +1,11 @@
 """``session.lease``: the seed's ``DuplexLeaseState``, as a view of the
 session's lease in Rust. Reading it reads the session; its methods act on
 the session (with the session's own fence), as the seed's lease methods act
-on the lease the session holds."""
+on the lease the session holds.
+
+The view is an instance of the host's ``DuplexLeaseState`` (the package's
+own, or the class of the host's ``lease`` module, see ``_host``):
+:func:`view_of` makes the view class for a state class."""
 
 from __future__ import annotations
 
@@ -9,10 +13,14 @@ from ._types import INVALID_ARGUMENT, DuplexLeaseState, _error, _shape_methods
 
 
 @_shape_methods("touch", "detach", "resume", "begin_operation", "end_operation", "mark_terminal")
-class SessionLease(DuplexLeaseState):
-    """A live view: every attribute reads the session now."""
+class _LeaseView:
+    """A live view: every attribute reads the session now. Mixed in before
+    a ``DuplexLeaseState`` class (:func:`view_of`), whose other methods
+    (``expires_at``, ``idle_expired``, ``disconnect_grace_expired``) then
+    read the view."""
 
-    __slots__ = ("_session",)
+    __slots__ = ()
+    _state_class = DuplexLeaseState
 
     def __init__(self, session) -> None:  # noqa: D107 - a view, not a dataclass instance
         object.__setattr__(self, "_session", session)
@@ -52,7 +60,7 @@ class SessionLease(DuplexLeaseState):
         )
 
     def __eq__(self, other):
-        if not isinstance(other, DuplexLeaseState):
+        if not isinstance(other, self._state_class):
             return NotImplemented
         names = ("config", "generation", "last_activity", "detached_at", "active_operations", "terminal_reason")
         return all(getattr(self, n) == getattr(other, n) for n in names)
@@ -76,3 +84,19 @@ class SessionLease(DuplexLeaseState):
 
     def mark_terminal(self, reason: str) -> bool:
         return self._session._lease_mark_terminal(reason)
+
+
+def view_of(state_class: type) -> type:
+    """The class of ``session.lease`` for a host whose lease state is
+    ``state_class``: a subclass of it, so ``isinstance(session.lease,
+    state_class)`` holds, with the view's attributes and methods."""
+    return type(
+        state_class.__name__,
+        (_LeaseView, state_class),
+        {"__slots__": ("_session",), "_state_class": state_class, "__module__": state_class.__module__,
+         "__qualname__": state_class.__qualname__, "__doc__": _LeaseView.__doc__},
+    )
+
+
+#: The view of the package's own ``DuplexLeaseState``.
+SessionLease = view_of(DuplexLeaseState)
