@@ -238,9 +238,11 @@ impl PySession {
     fn stage_bindings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
         let mut g = self.lock(py);
-        let Some(core) = g.parts()?.0 else {
+        let (core, inner) = g.parts()?;
+        let Some(core) = core else {
             return Ok(out);
         };
+        let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         // Read under the lock, built after it.
         let mut rows = Vec::new();
         each!(&*core.managers, m => {
@@ -255,7 +257,9 @@ impl PySession {
         drop(g);
         let class = classes::binding_class(py)?;
         for (stage, id, fence) in rows {
-            out.set_item(stage, class.call1((id, fence.object(py, self.classes())?))?)?;
+            // The fence object the host passed, while it is the session's.
+            let fence = fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?;
+            out.set_item(stage, class.call1((id, fence))?)?;
         }
         Ok(out)
     }
@@ -265,9 +269,11 @@ impl PySession {
     fn request_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
         let mut g = self.lock(py);
-        let Some(core) = g.parts()?.0 else {
+        let (core, inner) = g.parts()?;
+        let Some(core) = core else {
             return Ok(out);
         };
+        let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         let mut rows = Vec::new();
         each!(&*core.managers, m => {
             if let Some(t) = m.get_at(core.key) {
@@ -282,7 +288,8 @@ impl PySession {
         drop(g);
         let class = resource_class(py)?;
         for (stage, id, fence, submitted) in rows {
-            let resource = class.call1((stage, id.as_str(), fence.object(py, self.classes())?, submitted))?;
+            let fence = fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?;
+            let resource = class.call1((stage, id.as_str(), fence, submitted))?;
             out.set_item((stage, id), resource)?;
         }
         Ok(out)
@@ -298,6 +305,7 @@ impl PySession {
         let Some(core) = core else {
             return Ok(ordered);
         };
+        let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         // (op, handle, record, what a compact record takes from the core)
         let mut rows: Vec<(String, i64, Py<PyTuple>, FenceValues, InputMode, bool)> = Vec::new();
         read!(&*core.managers, core.key, |s| unfinished!(s, t => {
@@ -317,7 +325,7 @@ impl PySession {
             let results = PyTuple::new(py, Record::results(py, handle, r)?)?;
             let record = if handle & Record::COMPACT != 0 {
                 class.call1((
-                    fence.object(py, self.classes())?,
+                    fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?,
                     convert::mode_object(py, mode, self.classes())?,
                     r#final,
                     results,
