@@ -340,10 +340,14 @@ pub(crate) fn instant(seconds: f64) -> PyResult<Instant> {
 }
 
 /// Reads a time: the given `now`, or the clock.
-pub(crate) fn now(clock: &Bound<'_, PyAny>, given: Option<&Bound<'_, PyAny>>) -> PyResult<Instant> {
+pub(crate) fn now(
+    py: Python<'_>,
+    clock: &crate::shapes::PyClock,
+    given: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Instant> {
     match given {
         Some(v) if !v.is_none() => reading(v),
-        _ => reading(&clock.call0()?),
+        _ => reading(&clock.call(py)?),
     }
 }
 
@@ -356,7 +360,11 @@ pub(crate) fn reading(value: &Bound<'_, PyAny>) -> PyResult<Instant> {
         return instant(f.value());
     }
     if value.is_exact_instance_of::<PyInt>() {
+        // Whole seconds are whole milliseconds: no rounding to do.
         if let Ok(i) = value.extract::<i64>() {
+            if (0..=9_000_000_000_000).contains(&i) {
+                return Ok(Instant::from_millis(i.unsigned_abs() * 1000));
+            }
             return instant(i as f64);
         }
     }
@@ -394,8 +402,7 @@ impl<'py> ReservationArg<'py> {
     /// Reads a reservation's attributes (anything missing or of the wrong
     /// type is refused with `.kind = "invalid_argument"`).
     pub(crate) fn read(r: &Bound<'py, PyAny>, classes: &HostClasses) -> PyResult<Self> {
-        Self::read_attributes(r, classes)
-            .map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
+        Self::read_attributes(r, classes).map_err(|e| ensure_kind(e, crate::args::INVALID_ARGUMENT))
     }
 
     fn read_attributes(r: &Bound<'py, PyAny>, classes: &HostClasses) -> PyResult<Self> {

@@ -37,7 +37,7 @@ pub(crate) struct PyManager {
     classes: Py<HostClasses>,
     /// Whether a method is shadowed on this object.
     pub(crate) patched: std::sync::atomic::AtomicBool,
-    clock: Py<PyAny>,
+    clock: Arc<crate::shapes::PyClock>,
     max_sessions: Option<usize>,
     completed_limit: usize,
     profile: Profile,
@@ -202,7 +202,7 @@ impl PyManager {
             host: Arc::new(host),
             classes: HostClasses::of_class(cls)?,
             patched: std::sync::atomic::AtomicBool::new(false),
-            clock,
+            clock: Arc::new(crate::shapes::PyClock::new(py, clock)),
             max_sessions,
             completed_limit: limit,
             profile,
@@ -230,7 +230,7 @@ impl PyManager {
     ) -> PyResult<Py<PySession>> {
         let arg = FenceArg::read_exact(fence, "open_session", self.classes())?;
         let mut opening = Opening {
-            now: convert::now(self.clock.bind(py), None)?,
+            now: convert::now(py, &self.clock, None)?,
             capabilities: or_default(capabilities, || self.classes().capabilities(py).call0())?,
             session_config: session_config.filter(|c| !c.is_none()).cloned(),
             runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
@@ -254,7 +254,7 @@ impl PyManager {
             py,
             Arc::clone(&self.host),
             opening,
-            self.clock.clone_ref(py),
+            Arc::clone(&self.clock),
             self.profile,
             true,
         )
@@ -315,7 +315,10 @@ impl PyManager {
         if s.get().is_patched()
             && shadowed(s, &["terminate", "begin_close", "finalize_close", "close"])
         {
-            if !matches!(s.get().lock(py).kind()?, StateKind::Open | StateKind::Detached) {
+            if !matches!(
+                s.get().lock(py).kind()?,
+                StateKind::Open | StateKind::Detached
+            ) {
                 return Ok(None);
             }
             let kw = kwargs(py, &[("reason", reason.as_any())])?;
@@ -393,7 +396,7 @@ impl PyManager {
         now: Option<&Bound<'py, PyAny>>,
         excluded_session_ids: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let now = convert::now(self.clock.bind(py), now)?;
+        let now = convert::now(py, &self.clock, now)?;
         let excluded = match excluded_session_ids.filter(|e| !e.is_none()) {
             Some(e) => args::str_items(e, "excluded_session_ids")?,
             None => Vec::new(),

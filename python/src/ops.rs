@@ -40,9 +40,27 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
         activity: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        // The common call: the fence object of the session's last call
+        // (one per turn) with an activity member. A refusal of either
+        // argument reads the fence first, as the general path does.
+        let activity = match convert::activity(activity, self.classes()) {
+            Ok(a) => a,
+            Err(e) => {
+                self.arg(fence)?;
+                return Err(e);
+            }
+        };
+        let now = match self.now(py) {
+            Ok(now) => now,
+            Err(e) => {
+                self.arg(fence)?;
+                return Err(e);
+            }
+        };
+        if let Some(done) = self.touch_known(py, fence, activity, now) {
+            return done;
+        }
         let arg = self.arg(fence)?;
-        let activity = convert::activity(activity, self.classes())?;
-        let now = self.now(py)?;
         let cx = self.cx(py);
         op!(
             self,
@@ -481,7 +499,9 @@ impl PySession {
         // A compact record if the core keeps all but the one result
         // (`Record`); whether the fence names the session is known under
         // the lock.
-        let plain = copies.len() == 1 && mode.is(&convert::mode_object(py, m, self.classes())?) && final_is_bool;
+        let plain = copies.len() == 1
+            && mode.is(&convert::mode_object(py, m, self.classes())?)
+            && final_is_bool;
         // Both shapes are made before the lock (no Python allocation, and so
         // no collection and no finalizer, runs under it); the one not kept
         // is dropped after it.
@@ -560,7 +580,8 @@ impl PySession {
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
         let mut core = core.ok_or_else(gone)?;
-        let appended = update!(&mut core, [let f = inner.fence(&arg, self.classes())?], |s| s.append(&f, m))?;
+        let appended =
+            update!(&mut core, [let f = inner.fence(&arg, self.classes())?], |s| s.append(&f, m))?;
         match appended {
             Ok(a) => {
                 if inner.fence_object.as_ref().is_none_or(|o| !o.is(fence)) {
@@ -582,7 +603,6 @@ impl PySession {
 
 #[pymethods]
 impl PySession {
-
     /// Returns and drops the requests held at exactly `fence`.
     fn release_fence<'py>(
         &self,
@@ -671,7 +691,6 @@ impl PySession {
 
 #[pymethods]
 impl PySession {
-
     /// The seed's `close`: accepts `fence` first, if given, then releases
     /// every request the session holds and returns their ids, each once
     /// (a second call returns none). An open or detached session stays
@@ -742,4 +761,50 @@ fn lease_op_id(operation_id: &str) -> PyResult<()> {
         ));
     }
     Ok(())
+}
+
+impl PySession {
+    /// `touch` with a fence the session knows by identity: the object its
+    /// last calls gave, already converted, and the session's current fence
+    /// (so nothing is remembered anew). One lock, no attribute read.
+    /// `None`: not such a fence; the general path takes it.
+    #[inline]
+    fn touch_known(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        activity: duplex_core::Activity,
+        now: duplex_core::Instant,
+    ) -> Option<PyResult<()>> {
+        use crate::host::{CoreFence, Managers};
+        let mut g = self.lock(py);
+        let result = {
+            let (core, inner) = g.parts().ok()?;
+            let core = core?;
+            if !inner.fence_object.as_ref().is_some_and(|o| o.is(fence)) {
+                return None;
+            }
+            let (object, converted) = inner.arg_fence.as_deref()?;
+            if !object.is(fence) {
+                return None;
+            }
+            let key = core.key;
+            match (core.managers, converted) {
+                (Managers::Server(m), CoreFence::Server(f)) => {
+                    m.clock().set(now);
+                    m.apply_at(key, |s, t| s.touch(f, activity, t))
+                }
+                (Managers::Conformance(m), CoreFence::Conformance(f)) => {
+                    m.clock().set(now);
+                    m.apply_at(key, |s, t| s.touch(f, activity, t))
+                }
+                _ => return None,
+            }
+        };
+        Some(match result {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(self.refuse(py, &mut g, e, Some(fence), self.cx(py))),
+            None => Err(gone()),
+        })
+    }
 }

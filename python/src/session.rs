@@ -195,7 +195,12 @@ pub(crate) struct CachedFence {
 /// Its state is read-only; its methods can be shadowed on one object (a
 /// test's monkeypatch, as on the seed's dataclass), which is what the
 /// instance `__dict__` is for.
-#[pyclass(frozen, dict, name = "DuplexSessionRuntimeState", module = "duplex_session")]
+#[pyclass(
+    frozen,
+    dict,
+    name = "DuplexSessionRuntimeState",
+    module = "duplex_session"
+)]
 pub(crate) struct PySession {
     /// The host the session lives in.
     pub(crate) host: Arc<SessionHost>,
@@ -207,7 +212,7 @@ pub(crate) struct PySession {
     /// Its key there (set when it opens, before anyone sees the object).
     pub(crate) key: OnceLock<SessionKey>,
     pub(crate) session_id: Py<PyString>,
-    pub(crate) clock: Py<PyAny>,
+    pub(crate) clock: Arc<crate::shapes::PyClock>,
     pub(crate) profile: Profile,
     /// Never held while Python code runs (only a pointer comparison and
     /// reference counts happen under it).
@@ -276,7 +281,7 @@ impl PySession {
         py: Python<'_>,
         host: Arc<SessionHost>,
         o: Opening<'_>,
-        clock: Py<PyAny>,
+        clock: Arc<crate::shapes::PyClock>,
         profile: Profile,
         listed: bool,
     ) -> PyResult<Py<PySession>> {
@@ -386,7 +391,7 @@ impl PySession {
     }
 
     pub(crate) fn now(&self, py: Python<'_>) -> PyResult<Instant> {
-        convert::now(self.clock.bind(py), None)
+        convert::now(py, &self.clock, None)
     }
 
     /// Reads a fence argument. The last fence read is remembered by

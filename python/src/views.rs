@@ -124,7 +124,7 @@ impl PySession {
                 py,
                 std::sync::Arc::new(host),
                 opening,
-                _clock,
+                std::sync::Arc::new(crate::shapes::PyClock::new(py, _clock)),
                 Profile::Server,
                 false,
             )
@@ -258,7 +258,11 @@ impl PySession {
         let class = classes::binding_class(py)?;
         for (stage, id, fence) in rows {
             // The fence object the host passed, while it is the session's.
-            let fence = fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?;
+            let fence = fence.current(
+                py,
+                remembered.as_ref().map(|o| o.clone_ref(py)),
+                self.classes(),
+            )?;
             out.set_item(stage, class.call1((id, fence))?)?;
         }
         Ok(out)
@@ -288,7 +292,11 @@ impl PySession {
         drop(g);
         let class = resource_class(py)?;
         for (stage, id, fence, submitted) in rows {
-            let fence = fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?;
+            let fence = fence.current(
+                py,
+                remembered.as_ref().map(|o| o.clone_ref(py)),
+                self.classes(),
+            )?;
             let resource = class.call1((stage, id.as_str(), fence, submitted))?;
             out.set_item((stage, id), resource)?;
         }
@@ -325,7 +333,11 @@ impl PySession {
             let results = PyTuple::new(py, Record::results(py, handle, r)?)?;
             let record = if handle & Record::COMPACT != 0 {
                 class.call1((
-                    fence.current(py, remembered.as_ref().map(|o| o.clone_ref(py)), self.classes())?,
+                    fence.current(
+                        py,
+                        remembered.as_ref().map(|o| o.clone_ref(py)),
+                        self.classes(),
+                    )?,
                     convert::mode_object(py, mode, self.classes())?,
                     r#final,
                     results,
@@ -427,7 +439,11 @@ fn read_only(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyErr {
 fn names_method(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> bool {
     let py = object.py();
     object.get_type().getattr(name).is_ok_and(|attr| {
-        attr.is_callable() && !attr.get_type().hasattr(pyo3::intern!(py, "__set__")).unwrap_or(true)
+        attr.is_callable()
+            && !attr
+                .get_type()
+                .hasattr(pyo3::intern!(py, "__set__"))
+                .unwrap_or(true)
     })
 }
 
