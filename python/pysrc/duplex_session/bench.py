@@ -16,6 +16,10 @@ the columns and the unit:
   50,000 sessions, and at the seed's default ``completed_append_limit=256``
   with 256 completed appends at 1,000 and 10,000 (tracemalloc, plus the
   extension's own count of what it holds in Rust; measured once);
+- ``chunk_flow``: a control plane's path per 20 ms chunk, the session
+  opened once: touch, the completed-append check, prepare and commit, the
+  record; a barge-in (``prepare_cancel_fence``, ``release_fence``) every 50
+  chunks;
 - the cost of opening sessions: 1,000, 10,000 and 50,000 into an empty
   manager, with a fresh ``DuplexLeaseConfig`` each time and with one shared
   config, per open.
@@ -62,6 +66,7 @@ WORKLOADS = [
     ("completed_hit", 200_000, 2.0),
     ("open_close", 50_000, 2.0),
     ("collect_idle_10k", 200, 1000.0),
+    ("chunk_flow", 100_000, 1.0),
 ]
 
 
@@ -125,6 +130,33 @@ class Workloads:
         def run(n):
             for _ in range(n):
                 s.append_input(mode=mode, fence=f)
+
+        return run
+
+    def chunk_flow(self):
+        m, (f,) = self.manager_with()
+        s, mode = m.get(f.session_id), self.mode
+        activity, fence_class = self.m.DuplexLeaseActivity.APPEND, self.m.DuplexFence
+        # The fence and the operation counter go on from run to run.
+        state = {"fence": f, "op": 0}
+
+        def run(n):
+            fence, op = state["fence"], state["op"]
+            for _ in range(n):
+                op += 1
+                operation = f"chunk-{op}"
+                s.touch(fence, activity)
+                if s.completed_append(operation, fence=fence, mode=mode, final=False) is None:
+                    update = s.commit_append(s.prepare_append(mode=mode, fence=fence))
+                    s.record_completed_append(
+                        operation, fence=fence, mode=mode, final=False, stage_results=[{"seq": update.seq}]
+                    )
+                if op % 50 == 0:
+                    barged = fence_class(fence.session_id, fence.epoch + 1)
+                    s.prepare_cancel_fence(fence, barged)
+                    s.release_fence(fence)
+                    fence = barged
+            state["fence"], state["op"] = fence, op
 
         return run
 
