@@ -127,7 +127,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
         usize::from(self.limit_less_one) + 1
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         usize::from(self.len)
     }
 

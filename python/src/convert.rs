@@ -6,7 +6,7 @@ use duplex_core::{Activity, Appended, Fence, Id, InputMode, Instant, Modes, Rese
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyString, PyType};
 
 use crate::classes::{input_append_class, HostClasses};
 use crate::errors::{ensure_kind, with_kind};
@@ -382,9 +382,52 @@ pub(crate) fn seconds(at: Instant) -> f64 {
     at.as_millis() as f64 / 1000.0
 }
 
+/// An instance of one of the package's own record dataclasses
+/// (`DuplexInputAppend`, `DuplexAppendReservation`) with these fields,
+/// made as their generated `__init__` makes it, without running it: the
+/// object, then each field in the instance `__dict__`, in field order.
+/// (A frozen dataclass's `__init__` sets each field through
+/// `object.__setattr__`, about 100 ns a field; these classes have no
+/// `__post_init__` and no defaults that run code.)
+pub(crate) fn record_object<'py>(
+    class: &Bound<'py, PyType>,
+    fields: &[(&Bound<'py, PyString>, Bound<'py, PyAny>)],
+) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::sync::PyOnceLock;
+    use pyo3::types::PyDict;
+    static OBJECT_NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = class.py();
+    let new = OBJECT_NEW.get_or_try_init(py, || {
+        py.import("builtins")?
+            .getattr("object")?
+            .getattr("__new__")
+            .map(Bound::unbind)
+    })?;
+    let object = new.bind(py).call1((class,))?;
+    let dict = object.getattr(intern!(py, "__dict__"))?;
+    let dict = dict.cast::<PyDict>()?;
+    for (name, value) in fields {
+        dict.set_item(*name, value)?;
+    }
+    Ok(object)
+}
+
 /// A `DuplexInputAppend`.
 pub(crate) fn appended_object(py: Python<'_>, a: Appended) -> PyResult<Bound<'_, PyAny>> {
-    input_append_class(py)?.call1((a.seq, a.turn_seq, a.turn_id))
+    record_object(
+        input_append_class(py)?,
+        &[
+            (intern!(py, "seq"), a.seq.into_pyobject(py)?.into_any()),
+            (
+                intern!(py, "turn_seq"),
+                a.turn_seq.into_pyobject(py)?.into_any(),
+            ),
+            (
+                intern!(py, "turn_id"),
+                a.turn_id.into_pyobject(py)?.into_any(),
+            ),
+        ],
+    )
 }
 
 /// A `DuplexAppendReservation` read back.

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use duplex_core::profile::{conformance as c, server as s};
 use duplex_core::storage::Heap;
-use duplex_core::{AnySession, Clock, Fence, Instant};
+use duplex_core::{AnySession, Clock, Fence, Instant, Reservation};
 use duplex_std::{ManagerConfig, SessionKey, SessionManager};
 use pyo3::sync::MutexExt;
 use pyo3::Python;
@@ -235,6 +235,32 @@ macro_rules! profile_fence {
 
 profile_fence!(s::ID_LEN, Server);
 profile_fence!(c::ID_LEN, Conformance);
+
+/// A reservation in the core's type of either profile: the last one a
+/// session made, kept so that committing it reads nothing back.
+#[derive(Debug)]
+pub(crate) enum CoreReservation {
+    Server(Reservation<{ s::ID_LEN }>),
+    Conformance(Reservation<{ c::ID_LEN }>),
+}
+
+/// [`ProfileFence`] for reservations.
+pub(crate) trait ProfileReservation<const L: usize> {
+    /// Wraps a reservation of this profile.
+    fn wrap(reservation: Reservation<L>) -> Self;
+}
+
+impl ProfileReservation<{ s::ID_LEN }> for CoreReservation {
+    fn wrap(reservation: Reservation<{ s::ID_LEN }>) -> Self {
+        CoreReservation::Server(reservation)
+    }
+}
+
+impl ProfileReservation<{ c::ID_LEN }> for CoreReservation {
+    fn wrap(reservation: Reservation<{ c::ID_LEN }>) -> Self {
+        CoreReservation::Conformance(reservation)
+    }
+}
 
 /// A manager and the host's own data `S` of each of its sessions (the
 /// Python side).

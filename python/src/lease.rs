@@ -227,7 +227,7 @@ impl PySession {
 /// unlocks the host (dropping a Python object can run Python code).
 pub(crate) fn prune_records(core: &Core<'_>, inner: &mut Inner) -> Vec<(i64, Py<PyTuple>)> {
     let live = read!(&*core.managers, core.key, |s| {
-        unfinished!(s, t => t.completed_records().count())
+        unfinished!(s, t => t.completed_len())
     })
     .flatten()
     .unwrap_or(0);

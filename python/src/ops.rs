@@ -14,8 +14,9 @@ use crate::convert::{self, appended_object, names, FenceArg, ReservationArg};
 use crate::errors::gone;
 use crate::errors::{core_error, generation_mismatch, with_kind, Context};
 use crate::host::{apply, each, update};
+use crate::host::{CoreReservation, ProfileReservation};
 use crate::patch::{kwargs, shadowed};
-use crate::session::{ids_list, op, PySession};
+use crate::session::{ids_list, op, LastReservation, PySession};
 
 #[pymethods]
 impl PySession {
@@ -375,10 +376,11 @@ impl PySession {
         let made = each!(&*core.managers, mgr => {
             let f = arg.fence()?;
             mgr.get_at(core.key).ok_or_else(gone)?.prepare_append(&f, m).map(|r| {
-                (r.base_fence().epoch, r.base_input(), r.on_commit())
+                let parts = (r.base_fence().epoch, r.base_input(), r.on_commit());
+                (parts, CoreReservation::wrap(r))
             })
         });
-        let (base_epoch, (seq, turn_seq, key), on_commit) = match made {
+        let ((base_epoch, (seq, turn_seq, key), on_commit), kept) = match made {
             Ok(parts) => parts,
             Err(e) => return Err(self.refuse(py, &mut g, e, Some(fence), cx)),
         };
@@ -387,15 +389,42 @@ impl PySession {
         let base_fence = self.fence_obj(py, &mut g)?;
         let key = key.map(|(turn, response)| (base_epoch, turn, response));
         drop(g);
-        classes::reservation_class(py)?.call1((
-            fence,
-            mode,
-            base_fence,
-            seq,
-            turn_seq,
-            key,
-            appended_object(py, on_commit)?,
-        ))
+        let update = appended_object(py, on_commit)?;
+        let reservation = convert::record_object(
+            classes::reservation_class(py)?,
+            &[
+                (intern!(py, "fence"), fence.clone()),
+                (intern!(py, "mode"), mode.clone()),
+                (intern!(py, "base_fence"), base_fence),
+                (
+                    intern!(py, "base_input_seq"),
+                    seq.into_pyobject(py)?.into_any(),
+                ),
+                (
+                    intern!(py, "base_input_turn_seq"),
+                    turn_seq.into_pyobject(py)?.into_any(),
+                ),
+                (
+                    intern!(py, "base_append_turn_key"),
+                    key.into_pyobject(py)?.into_any(),
+                ),
+                (intern!(py, "update"), update.clone()),
+            ],
+        )?;
+        let last = Box::new(LastReservation {
+            object: reservation.clone().unbind(),
+            update: update.unbind(),
+            fence: fence.clone().unbind(),
+            on_commit,
+            core: kept,
+        });
+        let mut g = self.lock(py);
+        if let Ok(inner) = g.inner() {
+            let previous = inner.last_reservation.replace(last);
+            drop(g);
+            drop(previous);
+        }
+        Ok(reservation)
     }
 
     /// Phase two: applies a reservation if the session has not moved.
@@ -404,6 +433,9 @@ impl PySession {
         py: Python<'py>,
         reservation: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(done) = self.commit_known(py, reservation) {
+            return done;
+        }
         let parts = ReservationArg::read(reservation, self.classes())?;
         let cx = self.cx(py);
         let mut g = self.lock(py);
@@ -804,6 +836,65 @@ impl PySession {
         Some(match result {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(self.refuse(py, &mut g, e, Some(fence), self.cx(py))),
+            None => Err(gone()),
+        })
+    }
+}
+
+impl PySession {
+    /// `commit_append` of the reservation this session made last, its
+    /// `update` the same object with the same values: the kept core
+    /// reservation is committed (the same check of the session's position
+    /// as a reservation read back would get). `None`: another reservation;
+    /// the general path reads it.
+    fn commit_known<'py>(
+        &self,
+        py: Python<'py>,
+        reservation: &Bound<'py, PyAny>,
+    ) -> Option<PyResult<Bound<'py, PyAny>>> {
+        use crate::host::{CoreReservation, Managers};
+        let update = reservation.getattr(intern!(py, "update")).ok()?;
+        let read = |name: &Bound<'py, pyo3::types::PyString>| {
+            update.getattr(name).ok()?.extract::<u64>().ok()
+        };
+        let values = (
+            read(intern!(py, "seq"))?,
+            read(intern!(py, "turn_seq"))?,
+            read(intern!(py, "turn_id"))?,
+        );
+        let mut g = self.lock(py);
+        let result = {
+            let (core, inner) = g.parts().ok()?;
+            let core = core?;
+            let last = inner.last_reservation.as_deref()?;
+            let kept = (
+                last.on_commit.seq,
+                last.on_commit.turn_seq,
+                last.on_commit.turn_id,
+            );
+            if !last.object.is(reservation) || !last.update.is(&update) || kept != values {
+                return None;
+            }
+            let key = core.key;
+            let committed = match (core.managers, &last.core) {
+                (Managers::Server(m), CoreReservation::Server(r)) => {
+                    m.update_at(key, |s| s.commit_append(r))
+                }
+                (Managers::Conformance(m), CoreReservation::Conformance(r)) => {
+                    m.update_at(key, |s| s.commit_append(r))
+                }
+                _ => return None,
+            };
+            // Committed: the session's fence is the reservation's.
+            if let Some(Ok(_)) = committed {
+                inner.fence_object = Some(last.fence.clone_ref(py));
+            }
+            committed
+        };
+        drop(g);
+        Some(match result {
+            Some(Ok(a)) => appended_object(py, a),
+            Some(Err(e)) => Err(core_error(e, self.cx(py))),
             None => Err(gone()),
         })
     }

@@ -18,7 +18,9 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use crate::classes::HostClasses;
 use crate::convert::{self, fence_object, FenceArg, FenceValues};
 use crate::errors::{core_error, fence_mismatch, gone, std_error, Context};
-use crate::host::{each, read, update, Core, CoreFence, Host, HostCell, Profile, ProfileFence};
+use crate::host::{
+    each, read, update, Core, CoreFence, Host, HostCell, Managers, Profile, ProfileFence,
+};
 pub(crate) use crate::opening::{copy_dict, lease_of, Opening};
 pub(crate) use crate::records::Record;
 
@@ -112,6 +114,22 @@ pub(crate) struct Inner {
     /// Boxed, so that a session that never gets a fence argument (and its
     /// slot while it opens) does not carry a 128-byte id twice.
     pub(crate) arg_fence: Option<Box<(Py<PyAny>, CoreFence)>>,
+    /// The last reservation `prepare_append` made (see [`LastReservation`]).
+    pub(crate) last_reservation: Option<Box<LastReservation>>,
+}
+
+/// The last `DuplexAppendReservation` a session made, with the core's
+/// reservation it stands for: a commit of that object (its `update`
+/// unchanged) commits the kept one instead of reading twelve attributes
+/// and two fences back.
+#[derive(Debug)]
+pub(crate) struct LastReservation {
+    pub(crate) object: Py<PyAny>,
+    pub(crate) update: Py<PyAny>,
+    /// The reservation's fence object (the session's once it commits).
+    pub(crate) fence: Py<PyAny>,
+    pub(crate) on_commit: duplex_core::Appended,
+    pub(crate) core: crate::host::CoreReservation,
 }
 
 /// What a closed session's fence, lease and counters read.
@@ -344,6 +362,7 @@ impl PySession {
                 fence_object: Some(o.fence.object.clone().unbind()),
                 closed: None,
                 arg_fence: None,
+                last_reservation: None,
             },
         );
         // Set before the object is returned: every call finds the key.
@@ -449,8 +468,27 @@ impl PySession {
             };
         };
         if let Some(obj) = &inner.fence_object {
-            let arg = FenceArg::read(obj.bind(py))?;
-            if read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true) {
+            // Known by identity (its conversion kept): compared in Rust.
+            let known = inner
+                .arg_fence
+                .as_deref()
+                .filter(|(o, _)| o.is(obj))
+                .and_then(|(_, converted)| match (&*core.managers, converted) {
+                    (Managers::Server(m), CoreFence::Server(f)) => {
+                        m.get_at(core.key).map(|s| s.fence() == f)
+                    }
+                    (Managers::Conformance(m), CoreFence::Conformance(f)) => {
+                        m.get_at(core.key).map(|s| s.fence() == f)
+                    }
+                    _ => None,
+                });
+            let current = if let Some(current) = known {
+                current
+            } else {
+                let arg = FenceArg::read(obj.bind(py))?;
+                read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true)
+            };
+            if current {
                 return Ok(obj.bind(py).clone());
             }
         }

@@ -295,6 +295,24 @@ impl<
         self.completed.results()
     }
 
+    /// How many completed appends the cache holds (O(1); the iterators
+    /// above walk the cache).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.record_completed(&f, &Id::new("op1")?, InputMode::TurnCommitOnly, Finality::Final, &[7])?;
+    /// assert_eq!(s.completed_len(), 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn completed_len(&self) -> usize
+    where
+        S: Unfinished,
+    {
+        self.completed.len()
+    }
+
     /// The completed-append cache, oldest first, with each record's fence
     /// position, mode and finality.
     ///
