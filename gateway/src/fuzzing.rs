@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::connection::Connection;
 use crate::protocol::ServerEvent;
-use crate::transport::Outbox;
+use crate::server::connection::Connection;
+use crate::server::outbox::Outbox;
 use crate::{Config, Gateway};
 
 /// The server events queued in `rx`, or why one is not a server event.

@@ -1,12 +1,19 @@
-//! A reference WebSocket voice gateway over [`duplex_std::SharedManager`],
-//! and a loopback load generator that proves, over real sockets, that no
-//! acknowledged chunk is lost or applied twice.
+//! A reference WebSocket voice gateway over [`duplex_std::SharedManager`].
 //!
-//! - [`Gateway`] serves the protocol of `PROTOCOL.md` (beside this crate):
-//!   one JSON text message per event, audio as base64.
-//! - [`loadgen`] runs N clients that stream chunks, drop and resume,
-//!   retransmit, barge in and send garbage, then reconcile their ledgers
-//!   with the server's audit log.
+//! Its rooms:
+//! - [`protocol`]: the wire events and their codecs, shared by the server
+//!   and every client (the load generator, `duplex-loadgen`, is one);
+//! - [`server`]: the accept loop ([`Gateway`]), each socket's transport and
+//!   outbox, the connection that speaks the protocol, the engine seam, the
+//!   limits, ownership and auth;
+//! - [`cluster`]: several nodes sharing sessions through a Redis directory;
+//! - [`stats`]: the counters, which the server keeps and the protocol's
+//!   `admin.stats` carries.
+//!
+//! [`Gateway`] serves the protocol of `PROTOCOL.md` (beside this crate):
+//! one JSON text message per event, audio as base64. The load generator and
+//! the local cluster tool are their own crate, `duplex-loadgen`, so a user
+//! of the server compiles neither.
 //!
 //! ```no_run
 //! # #[tokio::main]
@@ -23,26 +30,17 @@
 
 #![forbid(unsafe_code)]
 
-pub mod auth;
 pub mod cluster;
-mod connection;
-mod durable;
-mod engine;
 #[cfg(test)]
 mod frames;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-mod limits;
-pub mod loadgen;
-mod ownership;
 pub mod protocol;
-mod server;
-mod state;
+pub mod server;
 pub mod stats;
-mod transport;
 
-pub use limits::Limits;
-pub use ownership::{Owner, RandomError, RESUME_KEY_MIN};
-pub use server::Gateway;
-pub use state::{Config, Manager, StartError};
+pub use server::limits::Limits;
+pub use server::ownership::{Owner, RandomError, RESUME_KEY_MIN};
+pub use server::state::{Config, Manager, StartError};
+pub use server::{auth, Gateway};

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio_tungstenite::tungstenite::handshake::server::Request;
 
-use crate::ownership::hex;
+use crate::server::ownership::hex;
 
 /// The claims the gateway reads; `exp` is required and checked (with the
 /// library's default leeway of 60 s).

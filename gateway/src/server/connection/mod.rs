@@ -19,13 +19,13 @@ use duplex_core::{
 use duplex_std::{Error, Sessions};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::auth::scoped;
-use crate::durable::{Changes, Stored};
-use crate::engine::{lock, release_held, stream_response, Active, ActiveList};
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
-use crate::state::Shared;
+use crate::server::auth::scoped;
+use crate::server::durable::{Changes, Stored};
+use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList};
+use crate::server::outbox::Outbox;
+use crate::server::state::Shared;
 use crate::stats::{add, bump};
-use crate::transport::Outbox;
 
 /// Chunks are appended in this mode.
 const AUDIO: InputMode = InputMode::AppendAudioChunk;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Ack, Client, Unreconciled};
-use crate::protocol::ServerEvent;
+use duplex_gateway::protocol::ServerEvent;
 
 impl Client {
     /// Closes the session and reconciles the ledger with the server's log

@@ -11,10 +11,10 @@ use std::time::Duration as StdDuration;
 use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
-use crate::auth::Verifier;
 use crate::cluster::Node;
-use crate::limits::{Limits, Slots};
-use crate::ownership::{Keys, Owner, RandomError};
+use crate::server::auth::Verifier;
+use crate::server::limits::{Limits, Slots};
+use crate::server::ownership::{Keys, Owner, RandomError};
 use crate::stats::{Counters, Stats};
 
 /// The manager the gateway runs: default capacities (32-byte ids, 8
@@ -52,7 +52,7 @@ pub struct Config {
     /// both are refused). Client access never grants admin access.
     pub admin_token: Option<String>,
     /// The HS256 key connections' bearer tokens are verified with (`None`:
-    /// connections are anonymous). See [`auth`](crate::auth).
+    /// connections are anonymous). See [`auth`](crate::server::auth).
     pub auth_secret: Option<String>,
     /// The key resume tokens are made with (at least
     /// [`RESUME_KEY_MIN`](crate::RESUME_KEY_MIN) bytes). Nodes of one

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::loadgen::{run, Config};
+use duplex_loadgen::{run, Config};
 
 /// Loopback load test of a duplex-gateway, with faults.
 #[derive(Debug, Parser)]

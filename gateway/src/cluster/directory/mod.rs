@@ -57,11 +57,18 @@
 //! # }
 //! ```
 
-use std::sync::LazyLock;
+mod conn;
+mod keys;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
-use redis::{AsyncCommands, Cmd, Pipeline, RedisFuture, Script, Value};
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Script};
+
+use conn::Conn;
+pub use conn::RedisTarget;
+use keys::{
+    applied_key, counts, node_key, owned_key, rec, released_key, CLOSE, CONNECT_TIMEOUT, CREATE,
+    NODES, RESPONSE_TIMEOUT, RETRIES, RETRY_DELAY_MAX, SAVE, TAKE_OVER,
+};
 
 /// Why a directory call failed.
 #[derive(Debug, thiserror::Error)]
@@ -179,80 +186,6 @@ impl Save<'_> {
     }
 }
 
-/// Where the directory lives: one Redis server, or a Redis Cluster given
-/// by seed nodes.
-///
-/// ```
-/// use duplex_gateway::cluster::RedisTarget;
-/// let t = RedisTarget::parse("redis://10.0.0.1:7000/,redis://10.0.0.2:7000/", true);
-/// assert_eq!(t, RedisTarget::Cluster(vec!["redis://10.0.0.1:7000/".into(), "redis://10.0.0.2:7000/".into()]));
-/// assert_eq!(RedisTarget::parse("redis://h:6379/", false), RedisTarget::Server("redis://h:6379/".into()));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisTarget {
-    /// One server (`redis://host:port/`).
-    Server(String),
-    /// A Redis Cluster: its seed nodes. The whole-directory scans of a
-    /// test's end ([`Directory::release_tally`], [`Directory::records`])
-    /// visit the seeds, so name every master.
-    Cluster(Vec<String>),
-}
-
-impl RedisTarget {
-    /// `urls` (comma-separated) as one server, or as the seed nodes of a
-    /// cluster.
-    pub fn parse(urls: &str, cluster: bool) -> Self {
-        if cluster {
-            RedisTarget::Cluster(urls.split(',').map(|u| u.trim().to_owned()).collect())
-        } else {
-            RedisTarget::Server(urls.to_owned())
-        }
-    }
-
-    fn seeds(&self) -> Vec<String> {
-        match self {
-            RedisTarget::Server(url) => vec![url.clone()],
-            RedisTarget::Cluster(urls) => urls.clone(),
-        }
-    }
-}
-
-/// The connection: a reconnecting multiplexed connection to one server,
-/// or a cluster connection that routes each command by its key's slot.
-#[derive(Clone)]
-enum Conn {
-    Server(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Server(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Server(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::Server(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
 /// A connection to the directory, for one node. Cheap to clone: clones
 /// share one multiplexed connection, so concurrent calls from many
 /// connections' tasks travel pipelined on one socket (one per cluster
@@ -269,130 +202,6 @@ impl core::fmt::Debug for Directory {
         f.debug_struct("Directory")
             .field("node", &self.node)
             .finish_non_exhaustive()
-    }
-}
-
-fn rec(session: &str) -> String {
-    format!("dx:{{{session}}}:rec")
-}
-
-fn applied_key(session: &str) -> String {
-    format!("dx:{{{session}}}:applied")
-}
-
-fn released_key(session: &str) -> String {
-    format!("dx:{{{session}}}:released")
-}
-
-fn node_key(node: &str) -> String {
-    format!("dx:node:{node}")
-}
-
-fn owned_key(node: &str) -> String {
-    format!("dx:owned:{node}")
-}
-
-/// The set of registered nodes.
-const NODES: &str = "dx:nodes";
-
-/// How long a connection attempt to Redis may take.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long one command may wait for its answer.
-const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-/// Reconnection attempts after a broken connection, and the longest pause
-/// between them.
-const RETRIES: usize = 2;
-const RETRY_DELAY_MAX: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The shared part of the scripts below: every script's arguments end
-/// with the image, its version and three counted lists (applied, bound,
-/// released), the lists from ARGV index `at`; `lists` applies them to the log and the release counts (KEYS[2],
-/// KEYS[3]) and returns the release counts.
-const LISTS: &str = r"
-local function lists(at)
-  local n = tonumber(ARGV[at])
-  for i = at + 1, at + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-  at = at + n + 1
-  n = tonumber(ARGV[at])
-  for i = at + 1, at + n do redis.call('HSETNX', KEYS[3], ARGV[i], 0) end
-  at = at + n + 1
-  n = tonumber(ARGV[at])
-  local out = {1}
-  for i = at + 1, at + n do out[#out + 1] = redis.call('HINCRBY', KEYS[3], ARGV[i], 1) end
-  return out
-end
-";
-
-fn script(body: &str) -> Script {
-    Script::new(&format!("{LISTS}{body}"))
-}
-
-/// Creates the record if there is none: `{1}`, else `{0}`.
-static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
-return lists(5)
-",
-    )
-});
-
-/// Saves if the record is still ARGV[1]'s at incarnation ARGV[2]: `{1,
-/// count per released request}`, or `{0}`. The image is written only if
-/// its version is newer; the lists always apply (they are facts).
-static SAVE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r"
-local owner = redis.call('HMGET', KEYS[1], 'node', 'inc', 'ver')
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
-if tonumber(ARGV[4]) > tonumber(owner[3] or '0') then
-  redis.call('HSET', KEYS[1], 'image', ARGV[3], 'ver', ARGV[4])
-end
-return lists(5)
-",
-    )
-});
-
-/// Takes the record over as incarnation ARGV[2] if it is at incarnation
-/// ARGV[3] with image version ARGV[4]: `{1, counts}` (the requests the
-/// previous engine held, released), else `{0, found}` (`found` -1 if there
-/// is no record).
-static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r"
-local at = redis.call('HMGET', KEYS[1], 'inc', 'ver')
-if not at[1] then return {0, -1} end
-if at[1] ~= ARGV[3] or at[2] ~= ARGV[4] then return {0, tonumber(at[1])} end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[5], 'ver', ARGV[6])
-return lists(7)
-",
-    )
-});
-
-/// Deletes the record if it is still ARGV[1]'s at incarnation ARGV[2],
-/// applying the lists (the requests the close released): `{1, counts}`
-/// or `{0}`.
-static CLOSE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r"
-local owner = redis.call('HMGET', KEYS[1], 'node', 'inc')
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
-redis.call('DEL', KEYS[1])
-return lists(5)
-",
-    )
-});
-
-fn counts(out: &[i64]) -> Option<Vec<u64>> {
-    match out.split_first() {
-        Some((1, counts)) => Some(
-            counts
-                .iter()
-                .map(|&n| u64::try_from(n).unwrap_or(0))
-                .collect(),
-        ),
-        _ => None,
     }
 }
 

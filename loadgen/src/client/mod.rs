@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use super::Config;
-use crate::protocol::{encode_audio, ServerEvent, MAX_MESSAGE, READ_BUFFER};
+use duplex_gateway::protocol::{encode_audio, ServerEvent, MAX_MESSAGE, READ_BUFFER};
 
 /// How long a client waits for a reply before it counts the connection as
 /// broken.

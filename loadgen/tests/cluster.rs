@@ -3,6 +3,7 @@
 //! skipped). Node kills under load are the `duplex-cluster` command's;
 //! these are the protocol's steps one by one.
 
+#[path = "../../gateway/tests/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
@@ -248,16 +249,14 @@ async fn clients_moving_between_nodes_lose_nothing_and_release_once(redis: &Redi
     };
     let a = node_with(redis, "a", config()).await;
     let b = node_with(redis, "b", config()).await;
-    let load = duplex_gateway::loadgen::Config {
+    let load = duplex_loadgen::Config {
         url: a.url.clone(),
         urls: vec![b.url.clone()],
         grace: Duration::from_secs(1),
         admin_token: Some(ADMIN.into()),
-        ..duplex_gateway::loadgen::Config::new("", 30, Duration::from_secs(3))
+        ..duplex_loadgen::Config::new("", 30, Duration::from_secs(3))
     };
-    let report = duplex_gateway::loadgen::run(load)
-        .await
-        .expect("loopback urls");
+    let report = duplex_loadgen::run(load).await.expect("loopback urls");
     assert!(report.ok(), "{}\n{:?}", report.line(), report.failures());
     assert!(report.appended > 1_000, "{}", report.line());
     assert!(

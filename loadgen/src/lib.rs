@@ -30,7 +30,7 @@ use client::{Client, Identity, Tally};
 /// How a load run goes.
 ///
 /// ```
-/// let c = duplex_gateway::loadgen::Config::new("ws://127.0.0.1:8787", 10, std::time::Duration::from_secs(5));
+/// let c = duplex_loadgen::Config::new("ws://127.0.0.1:8787", 10, std::time::Duration::from_secs(5));
 /// assert_eq!(c.chunk_interval, std::time::Duration::from_millis(10));
 /// ```
 #[derive(Debug, Clone)]
@@ -83,7 +83,7 @@ impl Config {
 /// What a run saw.
 ///
 /// ```
-/// let mut r = duplex_gateway::loadgen::Report::default();
+/// let mut r = duplex_loadgen::Report::default();
 /// assert!(r.ok() && r.failures().is_empty());
 /// assert!(r.line().starts_with("loadgen: clients=0 events=0 "));
 /// // A client that could not check its ledger fails the run, and says why.
@@ -238,7 +238,7 @@ fn identity(secret: &str, idx: usize, run: Duration) -> Result<Identity, LoadErr
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use duplex_gateway::loadgen::loopback;
+/// use duplex_loadgen::loopback;
 /// assert!(loopback("ws://127.0.0.1:9/").await.is_ok());
 /// assert!(loopback("ws://[::1]:9").await.is_ok());
 /// assert!(loopback("ws://192.0.2.1:9").await.is_err());

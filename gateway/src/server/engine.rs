@@ -9,11 +9,11 @@ use duplex_core::{Id, Session, Unfinished};
 use tokio::task::AbortHandle;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::ownership::Owner;
 use crate::protocol::ServerEvent;
-use crate::state::Shared;
+use crate::server::outbox::Outbox;
+use crate::server::ownership::Owner;
+use crate::server::state::Shared;
 use crate::stats::bump;
-use crate::transport::Outbox;
 
 /// A response being streamed.
 #[derive(Debug)]
@@ -83,13 +83,13 @@ pub(crate) async fn stream_response(
         || shared
             .store(
                 &session,
-                crate::durable::Changes {
+                crate::server::durable::Changes {
                     released: vec![request_id.clone()],
-                    ..crate::durable::Changes::default()
+                    ..crate::server::durable::Changes::default()
                 },
             )
             .await
-            == crate::durable::Stored::Yes;
+            == crate::server::durable::Stored::Yes;
     if released && stored {
         bump(&shared.stats.responses_done);
         let done = ServerEvent::Done {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use duplex_gateway::cluster::{Directory, LocalRedis, RedisTarget};
-use duplex_gateway::loadgen;
+use duplex_loadgen as loadgen;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 

@@ -23,8 +23,8 @@ use duplex_core::{AnySession, Fence, Id};
 use duplex_std::Sessions;
 
 use crate::cluster::{DirectoryError, Node, Record, Save};
-use crate::ownership::Owner;
-use crate::state::Shared;
+use crate::server::ownership::Owner;
+use crate::server::state::Shared;
 use crate::stats::{add, bump};
 
 /// The largest image of a gateway session: the core's bound for the

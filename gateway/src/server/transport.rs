@@ -1,83 +1,29 @@
 //! One client's socket: the read loop that feeds a [`Connection`], the
-//! writer that drains its [`Outbox`], and the limits on both (rate,
+//! writer that drains its [`Outbox`](crate::server::outbox::Outbox), and the limits on both (rate,
 //! idleness with server pings, write deadline, queued bytes), and the
 //! close codes of RFC 6455 when a limit or the transport ends it.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::connection::Connection;
 use crate::protocol::ProtocolError;
-use crate::state::Shared;
+use crate::server::connection::Connection;
+use crate::server::outbox::Outbox;
+use crate::server::state::Shared;
 use crate::stats::bump;
-
-/// Messages queued per connection before a sender waits (the bytes are
-/// bounded separately, by `Limits::max_outbound_bytes`).
-const QUEUE: usize = 256;
 
 /// How long a closing connection waits for the client's close frame.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What a connection sends to its client: a queue bounded in messages and
-/// in bytes. A client that lets more than the byte bound pile up is cut
-/// off (it is not reading), instead of growing the gateway.
-#[derive(Debug, Clone)]
-pub(crate) struct Outbox {
-    tx: mpsc::Sender<Message>,
-    queued: Arc<AtomicUsize>,
-    limit: usize,
-    overflow: Arc<Notify>,
-}
-
-impl Outbox {
-    /// An outbox of at most `limit` queued bytes, and the receiving end
-    /// its writer drains.
-    pub(crate) fn new(limit: usize) -> (Self, mpsc::Receiver<Message>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let outbox = Outbox {
-            tx,
-            queued: Arc::new(AtomicUsize::new(0)),
-            limit,
-            overflow: Arc::new(Notify::new()),
-        };
-        (outbox, rx)
-    }
-
-    /// Queues `message`; drops it, and flags the connection to be cut, if
-    /// it would take the queue over its byte bound. Waits only while the
-    /// queue is full of messages.
-    pub(crate) async fn send(&self, message: Message) {
-        let len = message.len();
-        if self.queued.fetch_add(len, Ordering::Relaxed) + len > self.limit {
-            self.queued.fetch_sub(len, Ordering::Relaxed);
-            self.overflow.notify_one();
-            return;
-        }
-        if self.tx.send(message).await.is_err() {
-            // The writer is gone: the socket is, too.
-            self.queued.fetch_sub(len, Ordering::Relaxed);
-        }
-    }
-
-    /// Queues `message` if there is room now (a close frame on the way
-    /// out: never waits).
-    fn offer(&self, message: Message) {
-        let len = message.len();
-        if self.tx.try_send(message).is_ok() {
-            self.queued.fetch_add(len, Ordering::Relaxed);
-        }
-    }
-}
 
 /// How a connection's read loop ended.
 enum End {

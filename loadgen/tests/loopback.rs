@@ -3,14 +3,15 @@
 //! (nothing lost, nothing applied twice), and shutdown releasing what is
 //! left.
 
+#[path = "../../gateway/tests/common/mod.rs"]
 mod common;
 
 use std::time::Duration;
 
 use common::{audit_config, chunk, kind, next, reply, send, start, ADMIN};
-use duplex_gateway::loadgen::{self, Report};
 use duplex_gateway::protocol::{ServerEvent, MAX_MESSAGE};
 use duplex_gateway::Config;
+use duplex_loadgen::{self as loadgen, Report};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;

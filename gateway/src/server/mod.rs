@@ -1,5 +1,22 @@
 //! The gateway: a tokio WebSocket server over one [`SharedManager`](duplex_std::SharedManager),
 //! with the expiry reaper running as a task, and graceful shutdown.
+//!
+//! Its parts, each depending only on those listed before it (and on the
+//! crate's [`stats`](crate::stats)): [`limits`], [`ownership`] and [`auth`], `state` (what connections
+//! share), `outbox` (what a connection sends), `durable` (the cluster's
+//! persistence of sessions), `engine` (the seam to the model: streamed
+//! responses and their requests), `connection` (the protocol on one
+//! socket), `transport` (the socket), and the accept loop here.
+
+pub mod auth;
+pub(crate) mod connection;
+pub(crate) mod durable;
+mod engine;
+pub mod limits;
+pub(crate) mod outbox;
+pub mod ownership;
+pub(crate) mod state;
+mod transport;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,11 +30,10 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::cluster::{ClusterConfig, Node};
-use crate::durable::Stored;
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
-use crate::state::{Config, Shared, StartError};
+use crate::server::durable::Stored;
+use crate::server::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
-use crate::transport;
 
 /// A gateway: the state its connections share, and the accept loop.
 #[derive(Debug)]
@@ -76,7 +92,7 @@ impl Gateway {
         if config.resume_key.is_none() {
             return Err(StartError::NoResumeKey);
         }
-        let boot = crate::ownership::new_session_id()
+        let boot = crate::server::ownership::new_session_id()
             .map_err(StartError::Secret)?
             .chars()
             .take(8)

@@ -5,10 +5,10 @@ use duplex_core::{Fence, Id, InputMode, LeaseConfig, Modes, OpenOptions};
 use duplex_std::{Error, Sessions};
 
 use super::{Connection, Held, AUDIO};
-use crate::auth::scoped;
-use crate::durable::{Changes, Stored, TakeOver};
-use crate::ownership::{new_session_id, Owner};
 use crate::protocol::ServerEvent;
+use crate::server::auth::scoped;
+use crate::server::durable::{Changes, Stored, TakeOver};
+use crate::server::ownership::{new_session_id, Owner};
 use crate::stats::bump;
 
 impl Connection {
