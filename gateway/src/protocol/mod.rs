@@ -6,6 +6,8 @@
 //! Decoding never panics: any byte sequence a client sends becomes either a
 //! [`ClientEvent`] or a [`ProtocolError`] with the kind the server reports.
 
+pub mod realtime;
+
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 

@@ -84,19 +84,30 @@ impl Verifier {
     }
 }
 
-/// The token of `Authorization: Bearer <token>`, or of the
-/// `access_token` query parameter.
+/// The token of `Authorization: Bearer <token>`, of the `access_token`
+/// query parameter, or of the `openai-insecure-api-key.<token>`
+/// subprotocol.
 fn bearer(request: &Request) -> Option<&str> {
     if let Some(header) = request.headers().get("authorization") {
         let value = header.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;
         return scheme.eq_ignore_ascii_case("bearer").then(|| token.trim());
     }
-    request
-        .uri()
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("access_token="))
+    let query = request.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("access_token="))
+    });
+    // A browser's realtime client, which cannot set headers, offers its
+    // key as the subprotocol `openai-insecure-api-key.<key>`.
+    query.or_else(|| {
+        request
+            .headers()
+            .get_all("sec-websocket-protocol")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .find_map(|p| p.trim().strip_prefix("openai-insecure-api-key."))
+    })
 }
 
 /// The id the manager knows a session by: the client's own id without

@@ -13,6 +13,7 @@ use crate::protocol::ServerEvent;
 use crate::server::outbox::Outbox;
 use crate::server::ownership::Owner;
 use crate::server::state::Shared;
+use crate::server::stream::Stream;
 use crate::stats::bump;
 
 /// A response being streamed.
@@ -38,6 +39,33 @@ pub(crate) fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &I
     held
 }
 
+/// Where a response's events go: a native connection's outbox, or a
+/// realtime session's stream (numbered, journaled, sent to whichever
+/// socket holds the session).
+#[derive(Debug, Clone)]
+pub(crate) enum Emitter {
+    Native(Outbox),
+    Realtime(Arc<Stream>),
+}
+
+impl Emitter {
+    /// Sends one of the engine's events, in the connection's dialect.
+    pub(crate) async fn event(&self, event: ServerEvent) {
+        match self {
+            Emitter::Native(outbox) => outbox.send(Message::text(event.to_json())).await,
+            Emitter::Realtime(stream) => match &event {
+                ServerEvent::Delta {
+                    request_id, text, ..
+                } => stream.delta(request_id, text).await,
+                ServerEvent::Done { request_id, .. } => {
+                    stream.end_response(request_id, "completed", None).await;
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
 /// The stand-in engine: a few deltas, then `response.done` and the request
 /// released, unless a barge-in or a close got there first (they remove the
 /// entry from the active list and abort this task).
@@ -46,7 +74,7 @@ pub(crate) async fn stream_response(
     session: Id,
     request: Id,
     (epoch, turn): (u64, u64),
-    outbox: Outbox,
+    emit: Emitter,
     active: ActiveList,
 ) {
     let request_id = request.as_str().to_owned();
@@ -60,8 +88,9 @@ pub(crate) async fn stream_response(
             text: format!("piece {index} of the answer to turn {turn}"),
         };
         // A client that went away still has its response generated: the
-        // engine finishes and releases the request below.
-        outbox.send(Message::text(delta.to_json())).await;
+        // engine finishes and releases the request below (and a realtime
+        // session's stream journals it for the resume).
+        emit.event(delta).await;
     }
     let released = {
         let mut active = lock(&active);
@@ -97,6 +126,6 @@ pub(crate) async fn stream_response(
             epoch,
             turn,
         };
-        outbox.send(Message::text(done.to_json())).await;
+        emit.event(done).await;
     }
 }

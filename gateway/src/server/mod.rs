@@ -16,6 +16,7 @@ pub mod limits;
 pub(crate) mod outbox;
 pub mod ownership;
 pub(crate) mod state;
+pub(crate) mod stream;
 mod transport;
 
 use std::future::Future;
@@ -31,6 +32,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::cluster::{ClusterConfig, Node};
 use crate::protocol::{MAX_FRAME, READ_BUFFER};
+use crate::server::connection::Dialect;
 use crate::server::durable::Stored;
 use crate::server::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
@@ -155,6 +157,22 @@ impl Gateway {
                 move |expiry| {
                     let released = expiry.submitted.len() + expiry.reserved.len();
                     tracing::debug!(session = %expiry.session, reason = %expiry.reason, "expired");
+                    // A realtime session's last event: `session.expired`,
+                    // then its journal goes.
+                    if let Some(stream) = shared.journals.get(&expiry.session) {
+                        let (shared, session) = (Arc::clone(&shared), expiry.session.clone());
+                        let event = serde_json::json!({
+                            "type": "session.expired",
+                            "session_id": session.as_str(),
+                            "incarnation": expiry.fence.incarnation,
+                            "reason": expiry.reason.as_str(),
+                        });
+                        tokio::spawn(async move {
+                            stream.cancel_all("session_expired").await;
+                            stream.emit(vec![event]).await;
+                            shared.journals.remove(&session).await;
+                        });
+                    }
                     if shared.node.is_none() {
                         bump(&shared.stats.expired);
                         add(&shared.stats.requests_expired, released);
@@ -338,23 +356,35 @@ async fn serve_connection(
     // With `--auth-secret`, the handshake is where a connection says who
     // it is; without a valid token it gets HTTP 401 and nothing else.
     let mut principal = None;
+    let mut dialect = Dialect::Native;
     // The error type is tungstenite's (an HTTP response): not ours to box.
     #[allow(clippy::result_large_err)]
-    let check = |request: &Request, response: Response| match &shared.verifier {
-        None => Ok(response),
-        Some(verifier) => match verifier.principal(request) {
-            Ok(p) => {
-                principal = Some(p);
-                Ok(response)
-            }
-            Err(e) => {
-                bump(&shared.stats.auth_refused);
-                tracing::debug!("handshake refused: {e}");
-                let mut refusal = ErrorResponse::new(Some(e.to_string()));
-                *refusal.status_mut() = StatusCode::UNAUTHORIZED;
-                Err(refusal)
-            }
-        },
+    let check = |request: &Request, mut response: Response| {
+        dialect = dialect_of(request);
+        // A browser's realtime client offers `realtime` (and its key as a
+        // subprotocol): the answer must name one it offered.
+        if offers_realtime(request) {
+            response.headers_mut().insert(
+                "sec-websocket-protocol",
+                tokio_tungstenite::tungstenite::http::HeaderValue::from_static("realtime"),
+            );
+        }
+        match &shared.verifier {
+            None => Ok(response),
+            Some(verifier) => match verifier.principal(request) {
+                Ok(p) => {
+                    principal = Some(p);
+                    Ok(response)
+                }
+                Err(e) => {
+                    bump(&shared.stats.auth_refused);
+                    tracing::debug!("handshake refused: {e}");
+                    let mut refusal = ErrorResponse::new(Some(e.to_string()));
+                    *refusal.status_mut() = StatusCode::UNAUTHORIZED;
+                    Err(refusal)
+                }
+            },
+        }
     };
     let ws = tokio::time::timeout(
         limit,
@@ -365,6 +395,41 @@ async fn serve_connection(
         bump(&shared.stats.handshakes_timed_out);
         HandshakeError::TimedOut(limit)
     })??;
-    transport::run(shared, ws, principal, stopped).await;
+    transport::run(shared, ws, principal, dialect, stopped).await;
     Ok(())
+}
+
+/// The dialect a handshake's path asks for: the realtime dialect on
+/// `/v1/realtime` and `/v1/duplex` (with `autostart` and `session_id` from
+/// the query), the native one elsewhere.
+fn dialect_of(request: &Request) -> Dialect {
+    let uri = request.uri();
+    let path = uri.path().trim_end_matches('/');
+    if path != "/v1/realtime" && path != "/v1/duplex" {
+        return Dialect::Native;
+    }
+    let mut autostart = true;
+    let mut session_id = None;
+    for pair in uri.query().unwrap_or("").split('&') {
+        match pair.split_once('=') {
+            Some(("autostart", v)) => autostart = !matches!(v, "0" | "false" | "off"),
+            Some(("session_id", v)) if !v.is_empty() => session_id = Some(v.to_owned()),
+            _ => {}
+        }
+    }
+    Dialect::Realtime {
+        autostart,
+        session_id,
+    }
+}
+
+/// Whether the handshake offers the `realtime` subprotocol.
+fn offers_realtime(request: &Request) -> bool {
+    request
+        .headers()
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == "realtime")
 }

@@ -222,6 +222,8 @@ pub(crate) struct Shared {
     /// Set when a node of a cluster starts handing its sessions off: from
     /// then on a client's session events are answered `session.moved`.
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// The realtime sessions' event streams and journals.
+    pub(crate) journals: Arc<crate::server::stream::Journals>,
 }
 
 impl Shared {
@@ -282,6 +284,7 @@ impl Shared {
                 .unwrap_or_default(),
             node: node.map(|(node, _)| node),
             draining: std::sync::atomic::AtomicBool::new(false),
+            journals: Arc::default(),
         })
     }
 

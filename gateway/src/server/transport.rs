@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::protocol::ProtocolError;
-use crate::server::connection::Connection;
+use crate::server::connection::{Connection, Dialect};
 use crate::server::outbox::Outbox;
 use crate::server::state::Shared;
 use crate::stats::bump;
@@ -83,6 +83,7 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     ws: WebSocketStream<TcpStream>,
     principal: Option<String>,
+    dialect: Dialect,
     mut stopped: watch::Receiver<bool>,
 ) {
     let limits = shared.config.limits;
@@ -139,7 +140,8 @@ pub(crate) async fn run(
     tokio::pin!(overflowed);
     let stop = until_stopped(&mut stopped);
     tokio::pin!(stop);
-    let mut conn = Connection::new(Arc::clone(&shared), outbox.clone(), principal);
+    let mut conn = Connection::speaking(Arc::clone(&shared), outbox.clone(), principal, dialect);
+    conn.started().await;
     let end = loop {
         tokio::select! {
             () = &mut stop => break End::Shutdown,

@@ -8,7 +8,9 @@
 //! reconnects and resumes, anything still arriving on the superseded socket
 //! is refused (`generation_mismatch`) instead of racing the new one.
 
+mod admin;
 mod opening;
+mod realtime;
 
 use std::sync::{Arc, Mutex};
 
@@ -19,10 +21,10 @@ use duplex_core::{
 use duplex_std::{Error, Sessions};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent, AUDIT_PAGE};
+use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
 use crate::server::auth::scoped;
 use crate::server::durable::{Changes, Stored};
-use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList};
+use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList, Emitter};
 use crate::server::outbox::Outbox;
 use crate::server::state::Shared;
 use crate::stats::{add, bump};
@@ -52,6 +54,21 @@ impl Held {
     }
 }
 
+/// Which dialect a connection speaks, from the path of its handshake.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Dialect {
+    /// The gateway's own (`PROTOCOL.md`), on any other path.
+    #[default]
+    Native,
+    /// The realtime dialect, on `/v1/realtime` and `/v1/duplex`.
+    Realtime {
+        /// Open a session when the socket connects (unless `autostart=0`).
+        autostart: bool,
+        /// The `session_id` query parameter: the id a session opens under.
+        session_id: Option<String>,
+    },
+}
+
 /// A connection's state.
 #[derive(Debug)]
 pub(crate) struct Connection {
@@ -61,23 +78,56 @@ pub(crate) struct Connection {
     principal: Option<String>,
     bound: Option<Held>,
     active: ActiveList,
+    dialect: Dialect,
+    /// The realtime dialect's state of the session held.
+    rt: Option<realtime::Rt>,
 }
 
 impl Connection {
     /// A connection that answers into `outbox` (also used by the
     /// decoder's property test, without a socket).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn new(shared: Arc<Shared>, outbox: Outbox, principal: Option<String>) -> Self {
+        Self::speaking(shared, outbox, principal, Dialect::Native)
+    }
+
+    /// A connection in `dialect`.
+    pub(crate) fn speaking(
+        shared: Arc<Shared>,
+        outbox: Outbox,
+        principal: Option<String>,
+        dialect: Dialect,
+    ) -> Self {
         Connection {
             shared,
             outbox,
             principal,
             bound: None,
             active: Arc::new(Mutex::new(Vec::new())),
+            dialect,
+            rt: None,
+        }
+    }
+
+    /// The socket is up: a realtime connection opens its session now
+    /// unless its handshake said `autostart=0` (as OpenAI's server sends
+    /// `session.created` first).
+    pub(crate) async fn started(&mut self) {
+        if let Dialect::Realtime {
+            autostart: true,
+            session_id,
+        } = self.dialect.clone()
+        {
+            self.rt_open(session_id, serde_json::Map::new(), None).await;
         }
     }
 
     /// Decodes and answers one text message.
     pub(crate) async fn on_text(&mut self, text: &str) {
+        if self.dialect != Dialect::Native {
+            self.on_realtime_text(text).await;
+            return;
+        }
         let reply = match decode(text) {
             Ok(event) => self.on_event(event).await,
             Err(e) => Some(self.protocol_error(&e)),
@@ -201,13 +251,6 @@ impl Connection {
     /// `session.moved`: the session is stored (or about to be) for another
     /// node to take over.
     fn draining(&self, event: &ClientEvent) -> Option<ServerEvent> {
-        if !self
-            .shared
-            .draining
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            return None;
-        }
         let session_event = matches!(
             event,
             ClientEvent::Append { .. }
@@ -217,6 +260,18 @@ impl Connection {
                 | ClientEvent::Open { .. }
         );
         if !session_event {
+            return None;
+        }
+        self.drain_answer()
+    }
+
+    /// While the node drains: the answer to any session event.
+    fn drain_answer(&self) -> Option<ServerEvent> {
+        if !self
+            .shared
+            .draining
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return None;
         }
         Some(match &self.bound {
@@ -316,6 +371,20 @@ impl Connection {
             Ok(chunk) => chunk,
             Err(e) => return self.refusal(e.kind(), e.to_string(), ev),
         };
+        self.append_chunk(held, event_id, epoch, turn, &chunk).await
+    }
+
+    /// Appends one decoded chunk under `event_id` (its idempotency key, an
+    /// id of the core's size) at `(epoch, turn)`.
+    async fn append_chunk(
+        &mut self,
+        held: Held,
+        event_id: String,
+        epoch: u64,
+        turn: u64,
+        chunk: &[u8],
+    ) -> ServerEvent {
+        let ev = Some(event_id.as_str());
         let op = match self.id(&event_id, ev) {
             Ok(op) => op,
             Err(e) => return e,
@@ -414,6 +483,15 @@ impl Connection {
             }
         }
         bump(&self.shared.stats.requests_bound);
+        // A realtime session's response opens on its stream before the
+        // engine's first delta can.
+        let emit = match self.rt.as_ref() {
+            Some(rt) => {
+                rt.stream.open_response(request.as_str(), epoch, turn).await;
+                Emitter::Realtime(Arc::clone(&rt.stream))
+            }
+            None => Emitter::Native(self.outbox.clone()),
+        };
         // The active list is locked across the spawn and the push, so the
         // task cannot look for its entry before it is there.
         let mut active = lock(&self.active);
@@ -422,7 +500,7 @@ impl Connection {
             held.session.clone(),
             request.clone(),
             (epoch, turn),
-            self.outbox.clone(),
+            emit,
             Arc::clone(&self.active),
         ));
         active.push(Active {
@@ -556,61 +634,6 @@ impl Connection {
         }
     }
 
-    /// The refusal of an admin event without the admin token; `None` if
-    /// `token` is the admin token.
-    fn not_admin(&self, token: Option<&str>) -> Option<ServerEvent> {
-        let keys = &self.shared.keys;
-        if keys.is_admin(token) {
-            return None;
-        }
-        let why = if keys.admin_enabled() {
-            "admin events need the gateway's admin token in `admin_token`"
-        } else {
-            "admin events are disabled; start the gateway with --admin-token"
-        };
-        Some(self.refusal("forbidden", why, None))
-    }
-
-    async fn audit(&self, session_id: String, from: u64) -> ServerEvent {
-        if let Some(node) = &self.shared.node {
-            // A cluster's log is the directory's: what every node applied.
-            let max = AUDIT_PAGE + 1;
-            return match node.directory.applied(&session_id, from, max).await {
-                Ok(mut entries) => {
-                    let more = entries.len() > AUDIT_PAGE;
-                    entries.truncate(AUDIT_PAGE);
-                    let next = more.then(|| from + AUDIT_PAGE as u64);
-                    let applied = entries.iter().filter_map(|e| parse_applied(e)).collect();
-                    ServerEvent::Audit {
-                        applied,
-                        next,
-                        session_id,
-                    }
-                }
-                Err(e) => self.refusal(
-                    "unavailable",
-                    format!("the session store did not answer: {e}"),
-                    None,
-                ),
-            };
-        }
-        match &self.shared.audit {
-            Some(audit) => {
-                let (applied, next) = audit.page(&session_id, from, AUDIT_PAGE);
-                ServerEvent::Audit {
-                    applied,
-                    next,
-                    session_id,
-                }
-            }
-            None => self.refusal(
-                "audit_disabled",
-                "the gateway keeps no audit log; start it with --audit",
-                None,
-            ),
-        }
-    }
-
     /// At a cluster node's shutdown, after the drain stored every session:
     /// tell the client where its session went.
     pub(crate) fn moved(&self) -> Option<ServerEvent> {
@@ -633,6 +656,9 @@ impl Connection {
     /// connection already holds the session. Responses being streamed run
     /// to their end and release their requests.
     pub(crate) async fn dropped(&self) {
+        if let Some(rt) = &self.rt {
+            rt.stream.detach(rt.attachment).await;
+        }
         let Some(held) = &self.bound else { return };
         let Some(fence) = self
             .shared
@@ -651,12 +677,4 @@ impl Connection {
             let _ = self.shared.store(&held.session, Changes::default()).await;
         }
     }
-}
-
-/// An entry of a cluster's applied log, `epoch:seq:event_id`.
-fn parse_applied(entry: &str) -> Option<(u64, u64, String)> {
-    let mut parts = entry.splitn(3, ':');
-    let epoch = parts.next()?.parse().ok()?;
-    let seq = parts.next()?.parse().ok()?;
-    Some((epoch, seq, parts.next()?.to_owned()))
 }

@@ -1,0 +1,568 @@
+//! The realtime dialect on a connection: its events run on the same
+//! session operations as the native dialect's (open and resume, append,
+//! commit, barge-in, close), with the fence kept here for the client, and
+//! every answer goes out through the session's stream (numbered and
+//! journaled; `server::stream`).
+
+use std::sync::Arc;
+
+use duplex_core::Activity;
+use duplex_std::Error;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::Connection;
+use crate::protocol::realtime::{self, error_for, RealtimeError, RealtimeEvent};
+use crate::protocol::ServerEvent;
+use crate::server::stream::{SessionConfig, Stream};
+
+/// The realtime state of the session a connection holds.
+#[derive(Debug)]
+pub(crate) struct Rt {
+    pub(crate) stream: Arc<Stream>,
+    /// This socket's attachment number on the stream.
+    pub(crate) attachment: u64,
+    /// The session's epoch (advanced by each barge-in).
+    epoch: u64,
+    /// The turn the next chunk belongs to (advanced by each commit).
+    turn: u64,
+    /// The highest turn the core has seen (a response answers it).
+    core_turn: u64,
+    /// Whether audio was appended since the last commit.
+    pending: bool,
+    /// The last committed user item.
+    last_item: Option<String>,
+    /// A commit starts a response (`extra_body.auto_response`).
+    auto_response: bool,
+    /// The effective `session` object, echoed by `session.updated`.
+    config: SessionConfig,
+    /// Chunks appended without an `event_id`, for their server-made keys.
+    anonymous: u64,
+}
+
+/// The core's id for a client's `event_id`: the id itself when it fits the
+/// core's ids (32 bytes), else `h` and 31 hex digits of its SHA-256 (so
+/// ids up to [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
+fn operation_id(event_id: &str) -> String {
+    if event_id.len() <= duplex_core::profile::conformance::ID_LEN {
+        return event_id.to_owned();
+    }
+    let digest = Sha256::digest(event_id.as_bytes());
+    let hex = digest.iter().fold(String::with_capacity(64), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    });
+    format!("h{}", &hex[..duplex_core::profile::conformance::ID_LEN - 1])
+}
+
+/// `extra_body.auto_response` of a `session` object.
+fn auto_response(config: &Map<String, Value>) -> Option<bool> {
+    config
+        .get("extra_body")
+        .and_then(|e| e.get("auto_response"))
+        .and_then(Value::as_bool)
+}
+
+impl Connection {
+    /// Decodes and answers one text message of the realtime dialect.
+    pub(super) async fn on_realtime_text(&mut self, text: &str) {
+        match realtime::decode(text) {
+            Ok(event) => self.on_realtime_event(event).await,
+            Err(e) => {
+                crate::stats::bump(&self.shared.stats.refused);
+                self.rt_send(vec![e.to_value()]).await;
+            }
+        }
+    }
+
+    /// Sends events: through the session's stream when the connection
+    /// holds one, else straight to the socket (unnumbered: no session).
+    async fn rt_send(&self, events: Vec<Value>) {
+        match &self.rt {
+            Some(rt) => rt.stream.emit(events).await,
+            None => {
+                for e in events {
+                    self.outbox
+                        .send(tokio_tungstenite::tungstenite::Message::text(e.to_string()))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// A native answer that is a refusal, as the realtime error.
+    fn rt_error(event: &ServerEvent, event_id: Option<&str>) -> Option<Value> {
+        match event {
+            ServerEvent::Error { kind, message, .. } => {
+                let (class, code) = error_for(kind);
+                Some(
+                    RealtimeError {
+                        class,
+                        code,
+                        message: message.clone(),
+                        event_id: event_id.map(str::to_owned),
+                    }
+                    .to_value(),
+                )
+            }
+            ServerEvent::Moved { session_id } => {
+                Some(json!({"type": "session.moved", "session_id": session_id}))
+            }
+            _ => None,
+        }
+    }
+
+    fn no_session(event_id: Option<String>) -> Value {
+        RealtimeError::invalid(
+            "no_session",
+            "no session on this connection; send session.update (or session.resume) first",
+            event_id,
+        )
+        .to_value()
+    }
+
+    async fn on_realtime_event(&mut self, event: RealtimeEvent) {
+        let session_event = !matches!(
+            event,
+            RealtimeEvent::Heartbeat
+                | RealtimeEvent::EventAck { .. }
+                | RealtimeEvent::Unsupported { .. }
+        );
+        if session_event {
+            if let Some(moved) = self.drain_answer() {
+                if let Some(e) = Self::rt_error(&moved, None) {
+                    self.rt_send(vec![e]).await;
+                }
+                return;
+            }
+        }
+        match event {
+            RealtimeEvent::SessionUpdate { event_id, session } => {
+                if self.rt.is_some() {
+                    self.rt_update(session).await;
+                } else {
+                    let id = session
+                        .get("session_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .or_else(|| match &self.dialect {
+                            super::Dialect::Realtime { session_id, .. } => session_id.clone(),
+                            super::Dialect::Native => None,
+                        });
+                    self.rt_open(id, session, event_id).await;
+                }
+            }
+            RealtimeEvent::Heartbeat => self.rt_heartbeat().await,
+            RealtimeEvent::EventAck { seq } => {
+                if let Some(rt) = &self.rt {
+                    rt.stream.ack(seq).await;
+                }
+            }
+            RealtimeEvent::Close => self.rt_close().await,
+            RealtimeEvent::Resume {
+                session_id,
+                resume_token,
+                last_seq,
+            } => self.rt_resume(session_id, resume_token, last_seq).await,
+            RealtimeEvent::Append { event_id, audio } => self.rt_append(event_id, &audio).await,
+            RealtimeEvent::Commit {
+                event_id,
+                response_create,
+            } => self.rt_commit(event_id, response_create).await,
+            RealtimeEvent::Clear { event_id } => {
+                if let Some(rt) = self.rt.as_mut() {
+                    rt.pending = false;
+                    self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
+                        .await;
+                } else {
+                    self.rt_send(vec![Self::no_session(event_id)]).await;
+                }
+            }
+            RealtimeEvent::ResponseCreate { event_id } => self.rt_respond(event_id).await,
+            RealtimeEvent::ResponseCancel { event_id, kind } => {
+                self.rt_cancel(event_id, kind).await
+            }
+            RealtimeEvent::Acknowledge {
+                event_id,
+                kind,
+                body,
+            } => {
+                if self.rt.is_none() {
+                    self.rt_send(vec![Self::no_session(event_id)]).await;
+                    return;
+                }
+                let answer = if kind == "playback.ack" {
+                    json!({"type": "playback.acknowledged", "event": {
+                        "type": "playback.acknowledged",
+                        "played_ms": body.get("played_ms").cloned().unwrap_or(Value::Null),
+                        "committed_ms": body.get("committed_ms").cloned().unwrap_or(Value::Null),
+                        "history_committed": false,
+                    }})
+                } else {
+                    json!({"type": "conversation.item.truncated",
+                        "item_id": body.get("item_id").cloned().unwrap_or(Value::Null),
+                        "content_index": body.get("content_index").cloned().unwrap_or(Value::from(0)),
+                        "audio_end_ms": body.get("audio_end_ms").cloned().unwrap_or(Value::Null)})
+                };
+                self.rt_send(vec![answer]).await;
+            }
+            RealtimeEvent::Unsupported {
+                event_id,
+                code,
+                message,
+            } => {
+                crate::stats::bump(&self.shared.stats.refused);
+                let e = RealtimeError::invalid(code, message, event_id);
+                self.rt_send(vec![e.to_value()]).await;
+            }
+        }
+    }
+
+    /// Opens a new session (the first `session.update`, or the socket's
+    /// start): `session.created`, then `session.updated`.
+    pub(super) async fn rt_open(
+        &mut self,
+        session_id: Option<String>,
+        config: SessionConfig,
+        event_id: Option<String>,
+    ) {
+        let opened = self.open(session_id, None).await;
+        let ServerEvent::Opened {
+            session_id,
+            incarnation,
+            epoch,
+            turn,
+            resume_token,
+            ..
+        } = opened
+        else {
+            if let Some(e) = Self::rt_error(&opened, event_id.as_deref()) {
+                self.rt_send(vec![e]).await;
+            }
+            return;
+        };
+        let Some(held) = self.bound.clone() else {
+            return;
+        };
+        let stream = self.shared.journals.stream(&held.session);
+        let Ok((attachment, _)) = stream
+            .attach(self.outbox.clone(), None, None::<fn(u64) -> Value>)
+            .await
+        else {
+            return;
+        };
+        let auto = auto_response(&config).unwrap_or(false);
+        let session = realtime::session_object(&session_id, epoch, turn, &config);
+        self.rt = Some(Rt {
+            stream,
+            attachment,
+            epoch,
+            turn,
+            core_turn: turn,
+            pending: false,
+            last_item: None,
+            auto_response: auto,
+            config,
+            anonymous: 0,
+        });
+        self.rt_send(vec![
+            json!({
+                "type": "session.created",
+                "incarnation": incarnation,
+                "attachment_generation": attachment,
+                "resume_token": resume_token,
+                "session": session,
+            }),
+            json!({"type": "session.updated", "session": session}),
+        ])
+        .await;
+    }
+
+    /// A later `session.update`: merged into the session's config, echoed.
+    async fn rt_update(&mut self, update: SessionConfig) {
+        let Some(rt) = self.rt.as_mut() else { return };
+        for (k, v) in update {
+            rt.config.insert(k, v);
+        }
+        if let Some(auto) = auto_response(&rt.config) {
+            rt.auto_response = auto;
+        }
+        let id = self
+            .bound
+            .as_ref()
+            .map(|h| h.client_id.clone())
+            .unwrap_or_default();
+        let session = realtime::session_object(&id, rt.epoch, rt.turn, &rt.config);
+        self.rt_send(vec![json!({"type": "session.updated", "session": session})])
+            .await;
+    }
+
+    /// `session.resume`: the native resume, then the stream replays what
+    /// the client missed and the socket it replaced is told.
+    async fn rt_resume(&mut self, session_id: String, token: String, cursor: u64) {
+        if self.rt.is_some() {
+            let e = RealtimeError::invalid(
+                "already_open",
+                "this connection holds a session; one session per connection",
+                None,
+            );
+            self.rt_send(vec![e.to_value()]).await;
+            return;
+        }
+        let opened = self.open(Some(session_id), Some(token)).await;
+        let ServerEvent::Opened {
+            session_id,
+            incarnation,
+            epoch,
+            turn,
+            resume_token,
+            ..
+        } = opened
+        else {
+            if let Some(e) = Self::rt_error(&opened, None) {
+                self.rt_send(vec![e]).await;
+            }
+            return;
+        };
+        let Some(held) = self.bound.clone() else {
+            return;
+        };
+        // A session without a stream here (resumed from another node, or
+        // opened in the native dialect) has no journal to replay from.
+        let known = self.shared.journals.get(&held.session);
+        let stream = known
+            .clone()
+            .unwrap_or_else(|| self.shared.journals.stream(&held.session));
+        let cursor = if known.is_none() && cursor > 0 {
+            u64::MAX
+        } else {
+            cursor
+        };
+        let (last, _) = stream.position().await;
+        let head = |generation: u64| {
+            json!({
+                "type": "session.resumed",
+                "session_id": session_id,
+                "incarnation": incarnation,
+                "attachment_generation": generation,
+                "resume_token": resume_token,
+                "last_server_event_seq": last,
+            })
+        };
+        match stream
+            .attach(self.outbox.clone(), Some(cursor), Some(head))
+            .await
+        {
+            Ok((attachment, replaced)) => {
+                if let Some(old) = replaced {
+                    let note = json!({"type": "session.replaced", "session_id": session_id, "attachment_generation": attachment - 1});
+                    old.send(tokio_tungstenite::tungstenite::Message::text(
+                        note.to_string(),
+                    ))
+                    .await;
+                }
+                let config = Map::new();
+                self.rt = Some(Rt {
+                    stream,
+                    attachment,
+                    epoch,
+                    turn,
+                    core_turn: turn,
+                    pending: false,
+                    last_item: None,
+                    auto_response: false,
+                    config,
+                    anonymous: 0,
+                });
+            }
+            Err(why) => {
+                let note = json!({"type": "session.resync_required", "session_id": session_id, "reason": why.reason()});
+                self.outbox
+                    .send(tokio_tungstenite::tungstenite::Message::text(
+                        note.to_string(),
+                    ))
+                    .await;
+            }
+        }
+    }
+
+    async fn rt_heartbeat(&mut self) {
+        let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_ref()) else {
+            self.rt_send(vec![Self::no_session(None)]).await;
+            return;
+        };
+        let fence = held.fence(rt.epoch, rt.core_turn);
+        let touched = self.shared.manager.with_open(&held.session, |s, now| {
+            s.check_generation(held.generation)?;
+            s.touch(&fence, Activity::Heartbeat, now)
+        });
+        let answer = match touched {
+            Some(Ok(())) => json!({"type": "session.heartbeat_ack", "session_id": held.client_id}),
+            Some(Err(e)) => {
+                let refusal = self.manager_error(&Error::from(e), None);
+                Self::rt_error(&refusal, None).unwrap_or(Value::Null)
+            }
+            None => {
+                let refusal = self.not_open(&held, None);
+                Self::rt_error(&refusal, None).unwrap_or(Value::Null)
+            }
+        };
+        self.rt_send(vec![answer]).await;
+    }
+
+    async fn rt_append(&mut self, event_id: Option<String>, audio: &str) {
+        let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_mut()) else {
+            self.rt_send(vec![Self::no_session(event_id)]).await;
+            return;
+        };
+        let chunk = match realtime::decode_audio(audio, event_id.as_deref()) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                self.rt_send(vec![e.to_value()]).await;
+                return;
+            }
+        };
+        let op = if let Some(id) = &event_id {
+            operation_id(id)
+        } else {
+            rt.anonymous += 1;
+            format!("~{}.{}", rt.attachment, rt.anonymous)
+        };
+        let (epoch, turn) = (rt.epoch, rt.turn);
+        let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
+        if let Some(rt) = self.rt.as_mut() {
+            if matches!(answer, ServerEvent::Appended { .. }) {
+                rt.pending = true;
+                rt.core_turn = rt.core_turn.max(turn);
+            }
+        }
+        if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
+            self.rt_send(vec![e]).await;
+        }
+    }
+
+    async fn rt_commit(&mut self, event_id: Option<String>, response_create: Option<bool>) {
+        let Some(rt) = self.rt.as_mut() else {
+            self.rt_send(vec![Self::no_session(event_id)]).await;
+            return;
+        };
+        if !rt.pending {
+            let e = RealtimeError::invalid(
+                "input_audio_buffer_commit_empty",
+                "input_audio_buffer.commit needs audio appended since the last commit",
+                event_id,
+            );
+            self.rt_send(vec![e.to_value()]).await;
+            return;
+        }
+        let item = format!("item_user_{}_{}", rt.epoch, rt.turn);
+        let events = realtime::committed(&item, rt.last_item.as_deref(), rt.turn, rt.epoch);
+        rt.last_item = Some(item);
+        rt.pending = false;
+        rt.turn += 1;
+        let respond = response_create.unwrap_or(rt.auto_response);
+        self.rt_send(events).await;
+        if respond {
+            self.rt_respond(event_id).await;
+        }
+    }
+
+    /// `response.create`: the engine answers the last turn the core saw.
+    async fn rt_respond(&mut self, event_id: Option<String>) {
+        let Some(rt) = self.rt.as_ref() else {
+            self.rt_send(vec![Self::no_session(event_id)]).await;
+            return;
+        };
+        if rt.stream.responding().await {
+            let e = RealtimeError::invalid(
+                "conversation_already_has_active_response",
+                "a response is in progress; cancel it (response.cancel) or wait for response.done",
+                event_id,
+            );
+            self.rt_send(vec![e.to_value()]).await;
+            return;
+        }
+        let (epoch, turn) = (rt.epoch, rt.core_turn);
+        if let Some(refusal) = self.commit(epoch, turn).await {
+            if let Some(e) = Self::rt_error(&refusal, event_id.as_deref()) {
+                self.rt_send(vec![e]).await;
+            }
+        }
+    }
+
+    /// Barge-in: the epoch moves on, the engine's requests of the old one
+    /// are released once, and each response in progress ends `cancelled`
+    /// (nothing of it is sent afterwards).
+    async fn rt_cancel(&mut self, event_id: Option<String>, kind: &'static str) {
+        let Some(rt) = self.rt.as_ref() else {
+            self.rt_send(vec![Self::no_session(event_id)]).await;
+            return;
+        };
+        if kind == "response.cancel" && !rt.stream.responding().await {
+            let e = RealtimeError::invalid(
+                "response_cancel_not_active",
+                "there is no response in progress to cancel",
+                event_id,
+            );
+            self.rt_send(vec![e.to_value()]).await;
+            return;
+        }
+        let (epoch, turn) = (rt.epoch, rt.core_turn);
+        let answer = self.cancel(epoch, turn).await;
+        let ServerEvent::Cancelled { epoch, turn, .. } = answer else {
+            if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
+                self.rt_send(vec![e]).await;
+            }
+            return;
+        };
+        let Some(rt) = self.rt.as_mut() else { return };
+        rt.epoch = epoch;
+        rt.turn = rt.turn.max(turn);
+        rt.core_turn = turn;
+        rt.pending = false;
+        let reason = match kind {
+            "response.cancel" => "client_cancelled",
+            _ => "barge_in",
+        };
+        rt.stream.cancel_all(reason).await;
+        match kind {
+            "output_audio_buffer.clear" => {
+                self.rt_send(vec![json!({"type": "output_audio_buffer.cleared"})])
+                    .await;
+            }
+            "input.cancel" => {
+                self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
+                    .await;
+            }
+            _ => {}
+        }
+    }
+
+    async fn rt_close(&mut self) {
+        let Some(rt) = self.rt.as_ref() else {
+            self.rt_send(vec![Self::no_session(None)]).await;
+            return;
+        };
+        let stream = Arc::clone(&rt.stream);
+        let session = self.bound.as_ref().map(|h| h.session.clone());
+        let answer = self.close().await;
+        match &answer {
+            ServerEvent::Closed { session_id, .. } => {
+                stream.cancel_all("session_closed").await;
+                stream
+                    .emit(vec![json!({"type": "session.closed", "session_id": session_id, "reason": "session_close"})])
+                    .await;
+                if let Some(session) = session {
+                    self.shared.journals.remove(&session).await;
+                }
+                self.rt = None;
+            }
+            other => {
+                if let Some(e) = Self::rt_error(other, None) {
+                    self.rt_send(vec![e]).await;
+                }
+            }
+        }
+    }
+}

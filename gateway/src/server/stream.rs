@@ -1,0 +1,309 @@
+//! A realtime session's server events: numbered, journaled, and sent to
+//! whichever socket holds the session now.
+//!
+//! Every server event of a session goes through its [`Stream`]: the
+//! stream gives it the next `server_event_seq` (contiguous across the
+//! session's sockets), keeps its text in the journal, and sends it to the
+//! attached socket's outbox. The engine's responses go to the stream, not
+//! to a socket, so a response keeps being journaled while the client is
+//! away, and reaches the socket that resumes.
+//!
+//! A resume replays exactly the journaled events after the client's
+//! cursor, under the stream's lock (no live event can come between), then
+//! attaches the new socket. `session.event_ack` trims the journal. The
+//! journal is bounded in bytes per session ([`JOURNAL_BYTES`]) and in
+//! total ([`Journals`]); events evicted before the client acknowledged
+//! them make a later resume from an older cursor impossible, which is
+//! answered `session.resync_required`, never a silent gap.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use duplex_core::Id;
+use serde_json::{Map, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::protocol::realtime::{self, ResponseIds};
+use crate::server::outbox::Outbox;
+
+/// The most journal bytes one session keeps (about 3,000 text deltas).
+pub const JOURNAL_BYTES: usize = 512 * 1024;
+
+/// The most journal bytes all sessions of a gateway keep together.
+pub const TOTAL_JOURNAL_BYTES: usize = 256 * 1024 * 1024;
+
+/// Why a resume cannot be served from the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resync {
+    /// The client's cursor is older than the oldest kept event (evicted
+    /// unacknowledged).
+    Overflow,
+    /// The client's cursor is ahead of anything sent.
+    Gap,
+}
+
+impl Resync {
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Resync::Overflow => "journal_overflow",
+            Resync::Gap => "journal_gap",
+        }
+    }
+}
+
+/// A response being streamed: its ids and its text so far.
+#[derive(Debug)]
+struct Live {
+    ids: ResponseIds,
+    text: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The next event's number (the first is 1).
+    next: u64,
+    /// `(seq, text)`, oldest first.
+    events: VecDeque<(u64, Arc<str>)>,
+    bytes: usize,
+    /// The highest seq evicted before it was acknowledged (0: none).
+    lost: u64,
+    /// The highest seq the client acknowledged.
+    acked: u64,
+    /// The socket that holds the session, and its attachment number.
+    attached: Option<(u64, Outbox)>,
+    attachments: u64,
+    /// Responses in progress, by engine request id.
+    live: HashMap<String, Live>,
+}
+
+/// The journals' shared byte budget.
+#[derive(Debug, Default)]
+pub(crate) struct Journals {
+    bytes: AtomicUsize,
+    streams: Mutex<HashMap<Id, Arc<Stream>>>,
+}
+
+impl Journals {
+    /// Bytes journaled now over all sessions.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The stream of `session`, made if it has none.
+    pub(crate) fn stream(self: &Arc<Self>, session: &Id) -> Arc<Stream> {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(streams.entry(session.clone()).or_insert_with(|| {
+            Arc::new(Stream {
+                journals: Arc::clone(self),
+                state: tokio::sync::Mutex::new(State {
+                    next: 1,
+                    ..State::default()
+                }),
+            })
+        }))
+    }
+
+    /// The stream of `session`, if it has one.
+    pub(crate) fn get(&self, session: &Id) -> Option<Arc<Stream>> {
+        let streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        streams.get(session).cloned()
+    }
+
+    /// Forgets the stream of a session that is gone; its bytes return to
+    /// the budget.
+    pub(crate) async fn remove(&self, session: &Id) {
+        let stream = {
+            let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+            streams.remove(session)
+        };
+        if let Some(stream) = stream {
+            let mut state = stream.state.lock().await;
+            self.bytes.fetch_sub(state.bytes, Ordering::Relaxed);
+            state.bytes = 0;
+            state.events.clear();
+        }
+    }
+}
+
+/// One realtime session's event stream.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    journals: Arc<Journals>,
+    state: tokio::sync::Mutex<State>,
+}
+
+impl Stream {
+    /// Numbers, journals and sends events, in order.
+    pub(crate) async fn emit(&self, events: Vec<Value>) {
+        let mut state = self.state.lock().await;
+        self.emit_locked(&mut state, events).await;
+    }
+
+    async fn emit_locked(&self, state: &mut State, events: Vec<Value>) {
+        for mut event in events {
+            let seq = state.next;
+            state.next += 1;
+            if let Value::Object(map) = &mut event {
+                map.insert("server_event_seq".into(), Value::from(seq));
+            }
+            let text: Arc<str> = Arc::from(event.to_string());
+            self.journal(state, seq, Arc::clone(&text));
+            if let Some((_, outbox)) = &state.attached {
+                outbox.send(Message::text(text.as_ref())).await;
+            }
+        }
+    }
+
+    /// Keeps `text` in the journal, evicting the oldest events over the
+    /// session's bound or the gateway's.
+    fn journal(&self, state: &mut State, seq: u64, text: Arc<str>) {
+        let len = text.len();
+        state.events.push_back((seq, text));
+        state.bytes += len;
+        self.journals.bytes.fetch_add(len, Ordering::Relaxed);
+        while state.bytes > JOURNAL_BYTES
+            || (self.journals.bytes() > TOTAL_JOURNAL_BYTES && state.events.len() > 1)
+        {
+            let Some((old, text)) = state.events.pop_front() else {
+                break;
+            };
+            state.bytes -= text.len();
+            self.journals.bytes.fetch_sub(text.len(), Ordering::Relaxed);
+            if old > state.acked {
+                state.lost = state.lost.max(old);
+            }
+        }
+    }
+
+    /// The client has everything up to `seq`: drop it from the journal.
+    pub(crate) async fn ack(&self, seq: u64) {
+        let mut state = self.state.lock().await;
+        let seq = seq.min(state.next.saturating_sub(1));
+        state.acked = state.acked.max(seq);
+        while state.events.front().is_some_and(|(s, _)| *s <= seq) {
+            if let Some((_, text)) = state.events.pop_front() {
+                state.bytes -= text.len();
+                self.journals.bytes.fetch_sub(text.len(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Attaches `outbox` as the session's socket, first sending `head`
+    /// (if given; not journaled: it describes the attachment) and replaying every
+    /// journaled event after `cursor`. Returns the attachment number and
+    /// the socket it replaced; `Err` if the journal cannot serve `cursor`
+    /// (nothing is attached then).
+    pub(crate) async fn attach(
+        &self,
+        outbox: Outbox,
+        cursor: Option<u64>,
+        head: Option<impl FnOnce(u64) -> Value>,
+    ) -> Result<(u64, Option<Outbox>), Resync> {
+        let mut state = self.state.lock().await;
+        if let Some(cursor) = cursor {
+            let last = state.next.saturating_sub(1);
+            if cursor > last {
+                return Err(Resync::Gap);
+            }
+            // Everything after the cursor must still be here.
+            let first = state.events.front().map_or(state.next, |(s, _)| *s);
+            if cursor.saturating_add(1) < first {
+                return Err(if state.lost > cursor {
+                    Resync::Overflow
+                } else {
+                    Resync::Gap
+                });
+            }
+        }
+        state.attachments += 1;
+        let generation = state.attachments;
+        if let Some(head) = head {
+            outbox
+                .send(Message::text(head(generation).to_string()))
+                .await;
+        }
+        if let Some(cursor) = cursor {
+            for (_, text) in state.events.iter().filter(|(s, _)| *s > cursor) {
+                outbox.send(Message::text(text.as_ref())).await;
+            }
+        }
+        let previous = state.attached.replace((generation, outbox)).map(|(_, o)| o);
+        Ok((generation, previous))
+    }
+
+    /// The socket `generation` went away: events are journaled only.
+    pub(crate) async fn detach(&self, generation: u64) {
+        let mut state = self.state.lock().await;
+        if state
+            .attached
+            .as_ref()
+            .is_some_and(|(g, _)| *g == generation)
+        {
+            state.attached = None;
+        }
+    }
+
+    /// A response starts: its opening events.
+    pub(crate) async fn open_response(&self, request: &str, epoch: u64, turn: u64) {
+        let mut state = self.state.lock().await;
+        let ids = ResponseIds::of(request);
+        let events = realtime::response_opened(&ids, epoch, turn);
+        state.live.insert(
+            request.to_owned(),
+            Live {
+                ids,
+                text: String::new(),
+            },
+        );
+        self.emit_locked(&mut state, events).await;
+    }
+
+    /// A piece of a response; dropped once the response ended (a barge-in
+    /// got there first).
+    pub(crate) async fn delta(&self, request: &str, text: &str) {
+        let mut state = self.state.lock().await;
+        let Some(live) = state.live.get_mut(request) else {
+            return;
+        };
+        live.text.push_str(text);
+        let event = realtime::text_delta(&live.ids, text);
+        self.emit_locked(&mut state, vec![event]).await;
+    }
+
+    /// A response ends (`completed`, or `cancelled` with the reason); once.
+    pub(crate) async fn end_response(&self, request: &str, status: &str, reason: Option<&str>) {
+        let mut state = self.state.lock().await;
+        let Some(live) = state.live.remove(request) else {
+            return;
+        };
+        let events = realtime::response_ended(&live.ids, &live.text, status, reason);
+        self.emit_locked(&mut state, events).await;
+    }
+
+    /// Ends every response in progress as cancelled (a barge-in or a
+    /// close): each gets its `response.done` once.
+    pub(crate) async fn cancel_all(&self, reason: &str) {
+        let mut state = self.state.lock().await;
+        let mut live: Vec<Live> = state.live.drain().map(|(_, l)| l).collect();
+        live.sort_by(|a, b| a.ids.response.cmp(&b.ids.response));
+        for l in live {
+            let events = realtime::response_ended(&l.ids, &l.text, "cancelled", Some(reason));
+            self.emit_locked(&mut state, events).await;
+        }
+    }
+
+    /// Whether a response is in progress.
+    pub(crate) async fn responding(&self) -> bool {
+        !self.state.lock().await.live.is_empty()
+    }
+
+    /// The number of the last event, and how many bytes are journaled.
+    pub(crate) async fn position(&self) -> (u64, usize) {
+        let state = self.state.lock().await;
+        (state.next.saturating_sub(1), state.bytes)
+    }
+}
+
+/// A `session.update`'s `session` object, kept to echo.
+pub(crate) type SessionConfig = Map<String, Value>;

@@ -1,0 +1,105 @@
+"""A real duplex-gateway process for each test, and what its clients need.
+
+The binary is ``$DUPLEX_GATEWAY`` or ``target/release/duplex-gateway`` (then
+``target/debug``) of this repository; without one the tests are skipped,
+unless ``DUPLEX_REQUIRE_CLIENTS=1`` (CI), when that is a failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SECRET = "client-tests-secret-of-at-least-32-bytes!"
+
+
+def binary() -> Path | None:
+    given = os.environ.get("DUPLEX_GATEWAY")
+    candidates = [Path(given)] if given else []
+    candidates += [ROOT / "target" / "release" / "duplex-gateway", ROOT / "target" / "debug" / "duplex-gateway"]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def jwt(sub: str, secret: str = SECRET, exp_in: int = 600) -> str:
+    """An HS256 JSON Web Token, as an application's backend mints one."""
+
+    def part(obj) -> str:
+        raw = json.dumps(obj, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    head = part({"alg": "HS256", "typ": "JWT"}) + "." + part({"sub": sub, "exp": int(time.time()) + exp_in})
+    sig = hmac.new(secret.encode(), head.encode(), hashlib.sha256).digest()
+    return head + "." + base64.urlsafe_b64encode(sig).rstrip(b"=").decode()
+
+
+class Gateway:
+    def __init__(self, process: subprocess.Popen, url: str) -> None:
+        self.process = process
+        self.url = url  # ws://127.0.0.1:PORT
+        self.http = url.replace("ws://", "http://")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def gateway(request):
+    """``gateway(*args)``: starts a gateway with these extra arguments."""
+    exe = binary()
+    if exe is None:
+        if os.environ.get("DUPLEX_REQUIRE_CLIENTS") == "1":
+            pytest.fail("DUPLEX_REQUIRE_CLIENTS=1 but no duplex-gateway binary (cargo build --release -p duplex-gateway)")
+        pytest.skip("no duplex-gateway binary: cargo build --release -p duplex-gateway")
+    started = []
+
+    def start(*args: str, env: dict | None = None) -> Gateway:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("DUPLEX_")}
+        full_env.update(env or {})
+        process = subprocess.Popen(
+            [str(exe), "--listen", "127.0.0.1:0", "--grace-s", "5", "--deltas", "8", "--delta-ms", "40", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=full_env,
+        )
+        seen = []
+        match = None
+        while match is None and len(seen) < 50:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            match = re.search(r"listening on (ws://\S+)", line)
+        if match is None:
+            process.kill()
+            raise RuntimeError(f"the gateway did not start: {''.join(seen)!r}")
+        # The rest of its output is read as it comes (a full pipe would
+        # stall the gateway) and kept for the test's report.
+        threading.Thread(target=lambda: seen.extend(process.stdout), daemon=True).start()
+        gw = Gateway(process, match.group(1))
+        gw.output = seen
+        started.append(gw)
+        return gw
+
+    yield start
+    for gw in started:
+        gw.stop()
+
+
+CHUNK = base64.b64encode(b"\0\1" * 320).decode()  # 20 ms of 16 kHz pcm16

@@ -1,0 +1,214 @@
+"""A client written to vllm-omni's Realtime Duplex API wire contract
+(``/v1/realtime?duplex=1&model=M&autostart=0``, ``session.update`` to open,
+``server_event_seq`` on every server event, ``session.resume`` with the
+last seq received), on the ``websockets`` package as vllm-omni's
+``DuplexClient`` is: a dropped socket resumes with nothing missing and
+nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import websockets
+
+from conftest import CHUNK
+
+
+class Client:
+    """The contract's client side: keeps every numbered event once, by
+    ``server_event_seq``, and the resume token."""
+
+    def __init__(self, base: str) -> None:
+        self.url = base + "/v1/realtime?duplex=1&model=duplex-stand-in&autostart=0"
+        self.ws = None
+        self.events: dict[int, dict] = {}
+        self.unnumbered: list[dict] = []
+        self.session_id = None
+        self.token = None
+        self.last_seq = 0
+
+    async def connect(self) -> None:
+        self.ws = await websockets.connect(self.url, max_size=None)
+
+    async def send(self, event: dict) -> None:
+        await self.ws.send(json.dumps(event))
+
+    async def recv(self) -> dict:
+        event = json.loads(await asyncio.wait_for(self.ws.recv(), timeout=10))
+        seq = event.get("server_event_seq")
+        if seq is None:
+            self.unnumbered.append(event)
+        else:
+            assert seq not in self.events, f"event {seq} received twice"
+            self.events[seq] = event
+            self.last_seq = max(self.last_seq, seq)
+        if "resume_token" in event:
+            self.token = event["resume_token"]
+        return event
+
+    async def until(self, kind: str) -> dict:
+        for _ in range(500):
+            event = await self.recv()
+            if event["type"] == kind:
+                return event
+        raise AssertionError(f"no {kind}")
+
+    def drop(self) -> None:
+        """The link goes: the TCP connection is cut, no close frame."""
+        self.ws.transport.abort()
+
+    async def open(self, session_id: str) -> dict:
+        await self.connect()
+        await self.send({"type": "session.update", "event_id": "evt-open", "session": {"session_id": session_id, "model": "duplex-stand-in"}})
+        created = await self.until("session.created")
+        self.session_id = created["session"]["id"]
+        await self.until("session.updated")
+        return created
+
+    async def resume(self) -> dict:
+        await self.connect()
+        await self.send(
+            {
+                "type": "session.resume",
+                "session_id": self.session_id,
+                "resume_token": self.token,
+                "last_received_server_event_seq": self.last_seq,
+            }
+        )
+        return await self.recv()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, timeout=60))
+
+
+def contiguous(events: dict[int, dict]) -> None:
+    seqs = sorted(events)
+    assert seqs == list(range(1, len(seqs) + 1)), seqs
+
+
+def test_a_dropped_socket_resumes_with_a_complete_response(gateway):
+    gw = gateway()
+
+    async def talk():
+        c = Client(gw.url)
+        created = await c.open("call-resume-1")
+        assert created["resume_token"] and created["session"]["capabilities"]["supports_session_resume"]
+        for i in range(6):
+            # Event ids longer than the core's 32 bytes are keys too.
+            await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-chunk-{i:04d}-" + "x" * 40, "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "event_id": "evt-commit", "response_create": True})
+        await c.until("response.created")
+        await c.until("response.output_text.delta")
+        c.drop()
+        # The response goes on while the client is away.
+        await asyncio.sleep(0.25)
+        resumed = await c.resume()
+        assert resumed["type"] == "session.resumed", resumed
+        assert resumed["session_id"] == "call-resume-1"
+        assert resumed["attachment_generation"] == 2
+        done = await c.until("response.done")
+        return c, done
+
+    c, done = run(talk())
+    contiguous(c.events)
+    assert done["response"]["status"] == "completed"
+    deltas = [e["delta"] for _, e in sorted(c.events.items()) if e["type"] == "response.output_text.delta"]
+    assert len(deltas) == 8
+    text = next(e for e in c.events.values() if e["type"] == "response.output_text.done")["text"]
+    assert text == "".join(deltas)
+    assert [e["type"] for e in c.unnumbered] == ["session.resumed"]
+
+
+def test_a_retransmitted_chunk_is_applied_once(gateway):
+    gw = gateway("--audit", env={"DUPLEX_ADMIN_TOKEN": "admin-token-for-the-client-tests"})
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-dup")
+        for _ in range(2):
+            for i in range(3):
+                await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-{i}", "audio": CHUNK})
+        await c.send({"type": "session.heartbeat"})
+        await c.until("session.heartbeat_ack")
+        # The native dialect's audit, on its own socket.
+        async with websockets.connect(gw.url) as admin:
+            await admin.send(json.dumps({"type": "session.audit", "session_id": "call-dup", "admin_token": "admin-token-for-the-client-tests"}))
+            return json.loads(await asyncio.wait_for(admin.recv(), timeout=10))
+
+    audit = run(talk())
+    assert [entry[2] for entry in audit["applied"]] == ["evt-0", "evt-1", "evt-2"]
+
+
+def test_a_resume_replaces_the_socket_that_still_holds_it(gateway):
+    gw = gateway()
+
+    async def talk():
+        first = Client(gw.url)
+        await first.open("call-replace")
+        second = Client(gw.url)
+        second.session_id, second.token, second.last_seq = first.session_id, first.token, first.last_seq
+        resumed = await second.resume()
+        note = await first.recv()
+        return resumed, note
+
+    resumed, note = run(talk())
+    assert resumed["type"] == "session.resumed"
+    assert note == {"type": "session.replaced", "session_id": "call-replace", "attachment_generation": 1}
+
+
+def test_a_resume_the_journal_cannot_serve_is_announced(gateway):
+    gw = gateway()
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-resync")
+        for i in range(2):
+            await c.send({"type": "input_audio_buffer.append", "event_id": f"e{i}", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "response_create": True})
+        await c.until("response.done")
+        # Everything acknowledged: the journal is trimmed.
+        await c.send({"type": "session.event_ack", "server_event_seq": c.last_seq})
+        await c.send({"type": "session.heartbeat"})
+        await c.until("session.heartbeat_ack")
+        c.drop()
+        await asyncio.sleep(0.1)
+        # A cursor older than what is kept: never a silent gap.
+        c.last_seq = 3
+        return await c.resume()
+
+    answer = run(talk())
+    assert answer == {"type": "session.resync_required", "session_id": "call-resync", "reason": "journal_gap"}
+
+
+def test_errors_in_the_contracts_shape(gateway):
+    gw = gateway()
+
+    async def talk():
+        c = Client(gw.url)
+        await c.connect()
+        await c.send({"type": "input_audio_buffer.append", "event_id": "early", "audio": CHUNK})
+        no_session = await c.recv()
+        await c.send({"type": "session.update", "session": {"session_id": "call-err"}})
+        await c.until("session.updated")
+        await c.send({"type": "input_audio_buffer.commit", "event_id": "empty"})
+        empty = await c.recv()
+        await c.send({"type": "barge_in"})
+        barge = await c.recv()
+        await c.send({"type": "playback.ack", "played_ms": 100, "committed_ms": 100})
+        ack = await c.recv()
+        await c.send({"type": "conversation.item.truncate", "item_id": "item_x", "content_index": 0, "audio_end_ms": 10})
+        truncated = await c.recv()
+        await c.send({"type": "session.close"})
+        closed = await c.until("session.closed")
+        return no_session, empty, barge, ack, truncated, closed
+
+    no_session, empty, barge, ack, truncated, closed = run(talk())
+    assert no_session["error"]["code"] == "no_session" and no_session["error"]["event_id"] == "early"
+    assert "server_event_seq" not in no_session
+    assert empty["error"]["code"] == "input_audio_buffer_commit_empty" and empty["error"]["event_id"] == "empty"
+    assert barge["error"]["code"] == "unsupported_capability"
+    assert ack["type"] == "playback.acknowledged"
+    assert truncated["type"] == "conversation.item.truncated"
+    assert closed["session_id"] == "call-err" and closed["reason"] == "session_close"
