@@ -75,6 +75,17 @@ struct State {
     attachments: u64,
     /// Responses in progress, by engine request id.
     live: HashMap<String, Live>,
+    /// On a node of a cluster: where the journal is stored too.
+    store: Option<Store>,
+}
+
+/// The directory a node stores a session's journal in, and the
+/// incarnation it owns the session at (every write is fenced by it).
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    pub(crate) directory: crate::cluster::Directory,
+    pub(crate) session: String,
+    pub(crate) incarnation: u64,
 }
 
 /// The journals' shared byte budget.
@@ -102,6 +113,63 @@ impl Journals {
                 }),
             })
         }))
+    }
+
+    /// The stream of a session taken over from another node, rebuilt from
+    /// the journal that node stored: the same numbers, and the responses
+    /// it had in progress (their engine is gone with that node's
+    /// requests; [`Stream::fail_live`] ends them).
+    pub(crate) fn restore(
+        self: &Arc<Self>,
+        session: &Id,
+        stored: Vec<(u64, String)>,
+    ) -> Arc<Stream> {
+        let mut state = State {
+            next: stored.last().map_or(1, |(seq, _)| seq + 1),
+            ..State::default()
+        };
+        // Everything before the first stored event is gone (acknowledged
+        // or evicted there): a cursor before it cannot be served.
+        state.lost = stored.first().map_or(0, |(seq, _)| seq.saturating_sub(1));
+        state.acked = state.lost;
+        for (seq, text) in stored {
+            if let Ok(Value::Object(event)) = serde_json::from_str::<Value>(&text) {
+                let response = event.get("response_id").and_then(Value::as_str);
+                let request = response.and_then(|r| r.strip_prefix("resp_"));
+                match (event.get("type").and_then(Value::as_str), request) {
+                    (Some("response.created"), Some(request)) => {
+                        state.live.insert(
+                            request.to_owned(),
+                            Live {
+                                ids: ResponseIds::of(request),
+                                text: String::new(),
+                            },
+                        );
+                    }
+                    (Some("response.output_text.delta"), Some(request)) => {
+                        if let (Some(live), Some(delta)) = (
+                            state.live.get_mut(request),
+                            event.get("delta").and_then(Value::as_str),
+                        ) {
+                            live.text.push_str(delta);
+                        }
+                    }
+                    (Some("response.done"), Some(request)) => {
+                        state.live.remove(request);
+                    }
+                    _ => {}
+                }
+            }
+            state.bytes += text.len();
+            self.bytes.fetch_add(text.len(), Ordering::Relaxed);
+            state.events.push_back((seq, Arc::from(text)));
+        }
+        let stream = Arc::new(Stream {
+            journals: Arc::clone(self),
+            state: tokio::sync::Mutex::new(state),
+        });
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(streams.entry(session.clone()).or_insert(stream))
     }
 
     /// The stream of `session`, if it has one.
@@ -141,6 +209,7 @@ impl Stream {
     }
 
     async fn emit_locked(&self, state: &mut State, events: Vec<Value>) {
+        let mut numbered = Vec::with_capacity(events.len());
         for mut event in events {
             let seq = state.next;
             state.next += 1;
@@ -149,10 +218,36 @@ impl Stream {
             }
             let text: Arc<str> = Arc::from(event.to_string());
             self.journal(state, seq, Arc::clone(&text));
-            if let Some((_, outbox)) = &state.attached {
+            numbered.push((seq, text));
+        }
+        // A node of a cluster stores the events before it sends them, so
+        // whatever a client received can be replayed by the node it
+        // resumes on. A node that may no longer write (another owns the
+        // session now, or the store does not answer) stops storing; a
+        // resume elsewhere then finds the stored journal short of the
+        // client's cursor and says so (`session.resync_required`).
+        if let Some(store) = &state.store {
+            let entries: Vec<(u64, &str)> =
+                numbered.iter().map(|(s, t)| (*s, t.as_ref())).collect();
+            if let Err(e) = store
+                .directory
+                .journal_append(&store.session, store.incarnation, &entries)
+                .await
+            {
+                tracing::warn!(session = %store.session, "journal not stored: {e}");
+                state.store = None;
+            }
+        }
+        if let Some((_, outbox)) = &state.attached {
+            for (_, text) in numbered {
                 outbox.send(Message::text(text.as_ref())).await;
             }
         }
+    }
+
+    /// Stores this stream's events in `store` from now on.
+    pub(crate) async fn store_in(&self, store: Store) {
+        self.state.lock().await.store = Some(store);
     }
 
     /// Keeps `text` in the journal, evicting the oldest events over the
@@ -181,6 +276,15 @@ impl Stream {
         let mut state = self.state.lock().await;
         let seq = seq.min(state.next.saturating_sub(1));
         state.acked = state.acked.max(seq);
+        if let Some(store) = &state.store {
+            if let Err(e) = store
+                .directory
+                .journal_trim(&store.session, store.incarnation, seq)
+                .await
+            {
+                tracing::warn!(session = %store.session, "journal not trimmed: {e}");
+            }
+        }
         while state.events.front().is_some_and(|(s, _)| *s <= seq) {
             if let Some((_, text)) = state.events.pop_front() {
                 state.bytes -= text.len();
@@ -279,6 +383,18 @@ impl Stream {
         };
         let events = realtime::response_ended(&live.ids, &live.text, status, reason);
         self.emit_locked(&mut state, events).await;
+    }
+
+    /// Ends every response in progress as `failed` (their engine went
+    /// with the node that had them).
+    pub(crate) async fn fail_live(&self, reason: &str) {
+        let mut state = self.state.lock().await;
+        let mut live: Vec<Live> = state.live.drain().map(|(_, l)| l).collect();
+        live.sort_by(|a, b| a.ids.response.cmp(&b.ids.response));
+        for l in live {
+            let events = realtime::response_ended(&l.ids, &l.text, "failed", Some(reason));
+            self.emit_locked(&mut state, events).await;
+        }
     }
 
     /// Ends every response in progress as cancelled (a barge-in or a

@@ -103,3 +103,34 @@ def gateway(request):
 
 
 CHUNK = base64.b64encode(b"\0\1" * 320).decode()  # 20 ms of 16 kHz pcm16
+
+
+@pytest.fixture
+def redis_url():
+    """A throwaway ``redis-server`` (Debian's, from PATH) on a free port."""
+    import shutil
+    import socket
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        if os.environ.get("DUPLEX_REQUIRE_REDIS") == "1":
+            pytest.fail("DUPLEX_REQUIRE_REDIS=1 but no redis-server on PATH")
+        pytest.skip("no redis-server on PATH")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/"
+    process.kill()
+    process.wait()

@@ -58,6 +58,7 @@
 //! ```
 
 mod conn;
+mod journal;
 mod keys;
 
 use redis::aio::ConnectionManager;
@@ -65,6 +66,7 @@ use redis::{AsyncCommands, Script};
 
 use conn::Conn;
 pub use conn::RedisTarget;
+pub use journal::JOURNAL_ENTRIES;
 use keys::{
     applied_key, counts, node_key, owned_key, rec, released_key, CLOSE, CONNECT_TIMEOUT, CREATE,
     NODES, RESPONSE_TIMEOUT, RETRIES, RETRY_DELAY_MAX, SAVE, TAKE_OVER,
@@ -395,7 +397,11 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Vec<u64>, DirectoryError> {
-        self.owned_call(&CLOSE, session, incarnation, save).await
+        let counts = self.owned_call(&CLOSE, session, incarnation, save).await?;
+        // A closed session's journal goes with it (a realtime session's;
+        // nothing to delete for a native one).
+        self.journal_delete(session).await?;
+        Ok(counts)
     }
 
     /// Runs one of the session scripts: the session's three keys, this

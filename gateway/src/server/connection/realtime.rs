@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::Connection;
 use crate::protocol::realtime::{self, error_for, RealtimeError, RealtimeEvent};
 use crate::protocol::ServerEvent;
-use crate::server::stream::{SessionConfig, Stream};
+use crate::server::stream::{SessionConfig, Store, Stream};
 
 /// The realtime state of the session a connection holds.
 #[derive(Debug)]
@@ -246,6 +246,15 @@ impl Connection {
             return;
         };
         let stream = self.shared.journals.stream(&held.session);
+        if let Some(node) = &self.shared.node {
+            stream
+                .store_in(Store {
+                    directory: node.directory.clone(),
+                    session: held.session.as_str().to_owned(),
+                    incarnation: held.incarnation,
+                })
+                .await;
+        }
         let Ok((attachment, _)) = stream
             .attach(self.outbox.clone(), None, None::<fn(u64) -> Value>)
             .await
@@ -328,17 +337,35 @@ impl Connection {
         let Some(held) = self.bound.clone() else {
             return;
         };
-        // A session without a stream here (resumed from another node, or
-        // opened in the native dialect) has no journal to replay from.
+        // A session without a stream here was taken over from another
+        // node of a cluster (its stream is rebuilt from the journal that
+        // node stored) or opened in the native dialect (no journal: a
+        // cursor after 0 cannot be served).
         let known = self.shared.journals.get(&held.session);
-        let stream = known
-            .clone()
-            .unwrap_or_else(|| self.shared.journals.stream(&held.session));
-        let cursor = if known.is_none() && cursor > 0 {
-            u64::MAX
-        } else {
-            cursor
+        let mut restored = false;
+        let stream = match (known, &self.shared.node) {
+            (Some(stream), _) => stream,
+            (None, Some(node)) => match node.directory.journal(held.session.as_str()).await {
+                Ok(stored) => {
+                    restored = true;
+                    self.shared.journals.restore(&held.session, stored)
+                }
+                Err(e) => {
+                    tracing::warn!(session = %held.session, "stored journal not read: {e}");
+                    self.shared.journals.stream(&held.session)
+                }
+            },
+            (None, None) => self.shared.journals.stream(&held.session),
         };
+        if let Some(node) = &self.shared.node {
+            stream
+                .store_in(Store {
+                    directory: node.directory.clone(),
+                    session: held.session.as_str().to_owned(),
+                    incarnation: held.incarnation,
+                })
+                .await;
+        }
         let (last, _) = stream.position().await;
         let head = |generation: u64| {
             json!({
@@ -361,6 +388,11 @@ impl Connection {
                         note.to_string(),
                     ))
                     .await;
+                }
+                // The responses the old node had in progress died with
+                // its engine (the takeover released their requests).
+                if restored {
+                    stream.fail_live("node_lost").await;
                 }
                 let config = Map::new();
                 self.rt = Some(Rt {
