@@ -77,7 +77,15 @@ struct State {
     live: HashMap<String, Live>,
     /// On a node of a cluster: where the journal is stored too.
     store: Option<Store>,
+    /// The fence `(epoch, turn)` each recent chunk was first appended at,
+    /// by its key, newest last: a retransmission keeps it (so one sent
+    /// again after a barge-in is refused as stale, not applied again).
+    fences: VecDeque<(String, (u64, u64))>,
 }
+
+/// How many chunks' fences a session remembers (more than a client
+/// retransmits after a reconnect).
+const FENCES: usize = 64;
 
 /// The directory a node stores a session's journal in, and the
 /// incarnation it owns the session at (every write is fenced by it).
@@ -407,6 +415,29 @@ impl Stream {
             let events = realtime::response_ended(&l.ids, &l.text, "cancelled", Some(reason));
             self.emit_locked(&mut state, events).await;
         }
+    }
+
+    /// The fence the chunk `key` was first appended at, if it is recent.
+    pub(crate) async fn fence_of(&self, key: &str) -> Option<(u64, u64)> {
+        let state = self.state.lock().await;
+        state
+            .fences
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, f)| *f)
+    }
+
+    /// Remembers the fence the chunk `key` was appended at.
+    pub(crate) async fn remember_fence(&self, key: String, fence: (u64, u64)) {
+        let mut state = self.state.lock().await;
+        if state.fences.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        if state.fences.len() == FENCES {
+            state.fences.pop_front();
+        }
+        state.fences.push_back((key, fence));
     }
 
     /// Whether a response is in progress.

@@ -212,3 +212,29 @@ def test_errors_in_the_contracts_shape(gateway):
     assert ack["type"] == "playback.acknowledged"
     assert truncated["type"] == "conversation.item.truncated"
     assert closed["session_id"] == "call-err" and closed["reason"] == "session_close"
+
+
+def test_a_chunk_sent_again_after_a_barge_in_is_not_applied_again(gateway):
+    token = "admin-token-for-the-client-tests"
+    gw = gateway("--audit", env={"DUPLEX_ADMIN_TOKEN": token})
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-barge")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "chunk-x", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "response_create": True})
+        await c.until("response.output_text.delta")
+        await c.send({"type": "response.cancel"})
+        cancelled = await c.until("response.done")
+        # The same chunk again, now that the epoch has moved on.
+        await c.send({"type": "input_audio_buffer.append", "event_id": "chunk-x", "audio": CHUNK})
+        refused = await c.until("error")
+        async with websockets.connect(gw.url) as admin:
+            await admin.send(json.dumps({"type": "session.audit", "session_id": "call-barge", "admin_token": token}))
+            audit = json.loads(await asyncio.wait_for(admin.recv(), timeout=10))
+        return cancelled, refused, audit
+
+    cancelled, refused, audit = run(talk())
+    assert cancelled["response"]["status"] == "cancelled"
+    assert refused["error"]["code"] == "fence_mismatch" and refused["error"]["event_id"] == "chunk-x"
+    assert [entry[2] for entry in audit["applied"]] == ["chunk-x"]

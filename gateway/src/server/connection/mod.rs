@@ -137,7 +137,14 @@ impl Connection {
         }
     }
 
+    /// Sends a refusal (or another answer) in the connection's dialect.
     pub(crate) async fn send(&self, event: ServerEvent) {
+        if self.dialect != Dialect::Native {
+            if let Some(value) = Self::rt_error(&event, None) {
+                self.rt_send(vec![value]).await;
+            }
+            return;
+        }
         self.outbox.send(Message::text(event.to_json())).await;
     }
 

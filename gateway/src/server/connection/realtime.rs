@@ -78,7 +78,7 @@ impl Connection {
 
     /// Sends events: through the session's stream when the connection
     /// holds one, else straight to the socket (unnumbered: no session).
-    async fn rt_send(&self, events: Vec<Value>) {
+    pub(super) async fn rt_send(&self, events: Vec<Value>) {
         match &self.rt {
             Some(rt) => rt.stream.emit(events).await,
             None => {
@@ -92,7 +92,7 @@ impl Connection {
     }
 
     /// A native answer that is a refusal, as the realtime error.
-    fn rt_error(event: &ServerEvent, event_id: Option<&str>) -> Option<Value> {
+    pub(super) fn rt_error(event: &ServerEvent, event_id: Option<&str>) -> Option<Value> {
         match event {
             ServerEvent::Error { kind, message, .. } => {
                 let (class, code) = error_for(kind);
@@ -461,10 +461,20 @@ impl Connection {
             rt.anonymous += 1;
             format!("~{}.{}", rt.attachment, rt.anonymous)
         };
-        let (epoch, turn) = (rt.epoch, rt.turn);
-        let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
-        if let Some(rt) = self.rt.as_mut() {
-            if matches!(answer, ServerEvent::Appended { .. }) {
+        // A chunk sent again keeps the fence of its first send: the core
+        // answers it from the idempotency cache, or refuses it as stale
+        // once the session has moved past that fence (never applies it
+        // again under a newer one).
+        let stream = Arc::clone(&rt.stream);
+        let (epoch, turn) = stream.fence_of(&op).await.unwrap_or((rt.epoch, rt.turn));
+        let answer = self
+            .append_chunk(held, op.clone(), epoch, turn, &chunk)
+            .await;
+        if let ServerEvent::Appended { duplicate, .. } = answer {
+            if !duplicate {
+                stream.remember_fence(op, (epoch, turn)).await;
+            }
+            if let Some(rt) = self.rt.as_mut() {
                 rt.pending = true;
                 rt.core_turn = rt.core_turn.max(turn);
             }
