@@ -60,6 +60,37 @@ pub struct Config {
     /// The gateway's `--auth-secret`: each client then connects with a
     /// bearer token of its own principal, `loadgen-<n>`.
     pub auth_secret: Option<String>,
+    /// The dialect the clients speak.
+    pub dialect: Dialect,
+}
+
+/// The dialect a run's clients speak.
+///
+/// ```
+/// use duplex_loadgen::Dialect;
+/// assert_eq!("realtime".parse::<Dialect>(), Ok(Dialect::Realtime));
+/// assert!("grpc".parse::<Dialect>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// The gateway's own (`input.append` acknowledged with its seq).
+    #[default]
+    Native,
+    /// The realtime dialect on `/v1/realtime` (each chunk acknowledged by
+    /// the heartbeat answered after it).
+    Realtime,
+}
+
+impl std::str::FromStr for Dialect {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "native" => Ok(Dialect::Native),
+            "realtime" => Ok(Dialect::Realtime),
+            other => Err(format!("expected native or realtime, got {other:?}")),
+        }
+    }
 }
 
 impl Config {
@@ -76,6 +107,7 @@ impl Config {
             seed: 1,
             admin_token: None,
             auth_secret: None,
+            dialect: Dialect::Native,
         }
     }
 }
@@ -130,6 +162,12 @@ pub struct Report {
     pub barge_ins: u64,
     /// Replies the protocol does not allow at that point (each is logged).
     pub unexpected: u64,
+    /// Realtime dialect: resumes answered `session.resync_required` (the
+    /// journal could not replay what the client missed: on a cluster, a
+    /// node sent events after it could no longer store them, as during a
+    /// drain). Each is announced to the client, which starts a new
+    /// session; counted, not a failure.
+    pub resyncs: u64,
     /// Clients that could not compare their ledger with the server's log
     /// (the gateway went away, or runs without `--audit`): for them `lost`
     /// and `doubled` say nothing, so the run fails.
@@ -190,9 +228,9 @@ impl Report {
     /// The other counts, for the line before the last.
     pub fn detail(&self) -> String {
         format!(
-            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={}",
+            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={} resyncs={}",
             self.sessions, self.failovers, self.resumes_refused, self.garbage_refused, self.responses,
-            self.barge_ins, self.unexpected
+            self.barge_ins, self.unexpected, self.resyncs
         )
     }
 }
@@ -334,6 +372,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         responses: tally.responses,
         barge_ins: tally.barge_ins,
         unexpected: tally.unexpected,
+        resyncs: tally.resyncs,
         unreconciled: tally.unreconciled,
         unreconciled_why: tally.unreconciled_why,
     })

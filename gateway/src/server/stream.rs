@@ -231,9 +231,11 @@ impl Stream {
         // A node of a cluster stores the events before it sends them, so
         // whatever a client received can be replayed by the node it
         // resumes on. A node that may no longer write (another owns the
-        // session now, or the store does not answer) stops storing; a
-        // resume elsewhere then finds the stored journal short of the
-        // client's cursor and says so (`session.resync_required`).
+        // session now, as during a drain's adoption, or the store does not
+        // answer) stops storing and goes on sending (holding events back
+        // would stall the client until its timeout); a resume elsewhere
+        // then finds the stored journal short of the client's cursor and
+        // says so (`session.resync_required`): announced, never silent.
         if let Some(store) = &state.store {
             let entries: Vec<(u64, &str)> =
                 numbered.iter().map(|(s, t)| (*s, t.as_ref())).collect();

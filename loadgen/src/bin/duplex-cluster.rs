@@ -58,6 +58,9 @@ struct Args {
     /// `redis-cli --cluster create`) instead of one redis-server.
     #[arg(long)]
     redis_cluster: bool,
+    /// The dialect the load clients speak: native or realtime.
+    #[arg(long, default_value = "native")]
+    dialect: loadgen::Dialect,
     /// Directory for the nodes' logs (default: a fresh one under the
     /// system's temporary directory).
     #[arg(long)]
@@ -236,6 +239,7 @@ async fn run(args: &Args) -> Result<bool, String> {
         grace: Duration::from_secs(args.grace_s),
         seed: args.seed,
         admin_token: Some(setup.admin_token.clone()),
+        dialect: args.dialect,
         ..loadgen::Config::new("", args.clients, Duration::from_secs(args.duration_s))
     };
     let load = tokio::spawn(loadgen::run(config));

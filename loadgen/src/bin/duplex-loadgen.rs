@@ -46,6 +46,11 @@ struct Args {
     /// token of its own principal (`loadgen-<n>`).
     #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
     auth_secret: Option<String>,
+    /// The dialect the clients speak: native (the gateway's own, on `/`)
+    /// or realtime (OpenAI Realtime as vllm-omni's duplex API extends it,
+    /// on `/v1/realtime`).
+    #[arg(long, default_value = "native")]
+    dialect: duplex_loadgen::Dialect,
 }
 
 #[tokio::main]
@@ -74,6 +79,7 @@ async fn main() -> ExitCode {
         seed: args.seed,
         admin_token: args.admin_token,
         auth_secret: args.auth_secret,
+        dialect: args.dialect,
     };
     match run(config).await {
         Ok(report) => {

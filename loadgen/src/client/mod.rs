@@ -1,6 +1,7 @@
 //! One load-generator client: a WebSocket connection, the session it holds,
 //! its ledger of acknowledged chunks, and the faults it injects.
 
+mod realtime;
 mod reconcile;
 
 use std::collections::{HashMap, VecDeque};
@@ -96,6 +97,7 @@ pub(super) struct Tally {
     pub(super) responses: u64,
     pub(super) barge_ins: u64,
     pub(super) unexpected: u64,
+    pub(super) resyncs: u64,
     pub(super) unreconciled: u64,
     /// The first reason a client could not reconcile.
     pub(super) unreconciled_why: Option<String>,
@@ -118,6 +120,7 @@ impl Tally {
         self.responses += o.responses;
         self.barge_ins += o.barge_ins;
         self.unexpected += o.unexpected;
+        self.resyncs += o.resyncs;
         self.unreconciled += o.unreconciled;
         if self.unreconciled_why.is_none() {
             self.unreconciled_why.clone_from(&o.unreconciled_why);
@@ -154,12 +157,23 @@ struct Sent {
     turn: u64,
 }
 
-/// What the server acknowledged for a chunk.
+/// What the server acknowledged for a chunk: in the native dialect its
+/// epoch and seq; the realtime dialect acknowledges the chunk only (its
+/// fence is the server's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ack {
     session: String,
-    epoch: u64,
-    seq: u64,
+    epoch: Option<u64>,
+    seq: Option<u64>,
+}
+
+impl Ack {
+    /// Whether the log entry `logged` is this acknowledgement.
+    fn is(&self, logged: &Ack) -> bool {
+        self.session == logged.session
+            && self.epoch.is_none_or(|e| logged.epoch == Some(e))
+            && self.seq.is_none_or(|s| logged.seq == Some(s))
+    }
 }
 
 pub(super) struct Client {
@@ -184,6 +198,14 @@ pub(super) struct Client {
     tally: Tally,
     latencies: Vec<u32>,
     audio: String,
+    /// The realtime dialect: the last `server_event_seq` received, and the
+    /// last one acknowledged with `session.event_ack`.
+    seq: u64,
+    acked: u64,
+    /// Events up to this seq are a resume's replay.
+    replay_until: u64,
+    /// The end of a realtime run: the audit is the native dialect's.
+    auditing: bool,
 }
 
 impl Client {
@@ -214,7 +236,16 @@ impl Client {
             tally: Tally::default(),
             latencies: Vec::new(),
             audio: encode_audio(&[0x5a; CHUNK_BYTES]),
+            seq: 0,
+            acked: 0,
+            replay_until: 0,
+            auditing: false,
         }
+    }
+
+    /// Whether this client speaks the realtime dialect now.
+    fn realtime(&self) -> bool {
+        self.config.dialect == crate::Dialect::Realtime && !self.auditing
     }
 
     fn chance(&mut self, ppm: u32) -> bool {
@@ -320,7 +351,12 @@ impl Client {
     async fn connect_to(&mut self, addr: SocketAddr) -> Result<(), Gone> {
         let tcp = TcpStream::connect(addr).await.map_err(|_| Gone)?;
         let _ = tcp.set_nodelay(true);
-        let mut request = format!("ws://{addr}/")
+        let path = if self.realtime() {
+            "/v1/realtime?duplex=1&model=loadgen&autostart=0"
+        } else {
+            "/"
+        };
+        let mut request = format!("ws://{addr}{path}")
             .into_client_request()
             .map_err(|_| Gone)?;
         if let Some(identity) = &self.identity {
@@ -384,6 +420,9 @@ impl Client {
     }
 
     async fn open_new(&mut self) -> Result<(), Gone> {
+        if self.realtime() {
+            return self.rt_open_new().await;
+        }
         self.send_json(serde_json::json!({"type": "session.open"}))
             .await?;
         match self.reply().await? {
@@ -416,6 +455,9 @@ impl Client {
     /// retransmitted; after grace the session is gone (the real token is
     /// refused too) and a new one opens.
     async fn resume(&mut self, within_grace: bool) -> Result<(), Gone> {
+        if self.realtime() {
+            return self.rt_resume(within_grace).await;
+        }
         let Some(held) = self.held.clone() else {
             return Ok(());
         };
@@ -490,6 +532,9 @@ impl Client {
 
     /// Sends one chunk and checks the answer against the ledger.
     async fn send_chunk(&mut self, sent: &Sent) -> Result<(), Gone> {
+        if self.realtime() {
+            return self.rt_send_chunk(sent).await;
+        }
         let Some(session) = self.held.as_ref().map(|h| h.id.clone()) else {
             return Ok(());
         };
@@ -511,8 +556,8 @@ impl Client {
             } if event_id == sent.event_id => {
                 let ack = Ack {
                     session,
-                    epoch: sent.epoch,
-                    seq,
+                    epoch: Some(sent.epoch),
+                    seq: Some(seq),
                 };
                 match self.ledger.get(&event_id) {
                     Some(before) if *before != ack || !duplicate => {
@@ -547,6 +592,9 @@ impl Client {
     /// Ends the turn; sometimes barges in on the response, then sends a
     /// late chunk of the cancelled epoch.
     async fn commit(&mut self) -> Result<(), Gone> {
+        if self.realtime() {
+            return self.rt_commit().await;
+        }
         let Some(held) = self.held.clone() else {
             return Ok(());
         };
@@ -601,6 +649,9 @@ impl Client {
 
     /// One message the server must refuse without dropping the connection.
     async fn garbage(&mut self) -> Result<(), Gone> {
+        if self.realtime() {
+            return self.rt_garbage().await;
+        }
         let (message, kind) = match self.range(0, 5) {
             0 => (Message::text("{\"type\": \"input.append\", "), "malformed"),
             1 => (

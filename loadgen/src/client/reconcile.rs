@@ -16,6 +16,16 @@ impl Client {
                 self.resume(false).await?;
             }
         }
+        if self.realtime() {
+            // The realtime session closes in its dialect; the audit is
+            // read on a native socket.
+            self.rt_close().await?;
+            if let Some(mut ws) = self.ws.take() {
+                let _ = ws.close(None).await;
+            }
+            self.auditing = true;
+            self.connect().await?;
+        }
         if self.held.is_some() {
             self.send_json(serde_json::json!({"type": "session.close"}))
                 .await?;
@@ -42,8 +52,8 @@ impl Client {
                         for (epoch, seq, event_id) in log {
                             applied.entry(event_id).or_default().push(Ack {
                                 session: session.clone(),
-                                epoch,
-                                seq,
+                                epoch: Some(epoch),
+                                seq: Some(seq),
                             });
                         }
                         from = next;
@@ -69,7 +79,10 @@ impl Client {
             }
         }
         for (event_id, ack) in &self.ledger {
-            if !applied.get(event_id).is_some_and(|t| t.contains(ack)) {
+            if !applied
+                .get(event_id)
+                .is_some_and(|t| t.iter().any(|logged| ack.is(logged)))
+            {
                 tracing::warn!(
                     client = self.idx,
                     "{event_id} acknowledged as {ack:?}, not in the log"

@@ -334,6 +334,11 @@ impl Connection {
         event_id: Option<&str>,
     ) -> Option<ServerEvent> {
         let outcome = self.shared.store(session, changes).await;
+        if outcome == Stored::Lost {
+            // Another node holds the session now: its journal is there.
+            self.shared.journals.remove(session).await;
+            self.rt = None;
+        }
         self.unstored(outcome, event_id)
     }
 

@@ -341,20 +341,34 @@ impl Connection {
         // node of a cluster (its stream is rebuilt from the journal that
         // node stored) or opened in the native dialect (no journal: a
         // cursor after 0 cannot be served).
+        // On a node of a cluster the stored journal is the truth: a
+        // stream here is kept only if it has everything stored (the
+        // session may have moved away and back since it was made).
         let known = self.shared.journals.get(&held.session);
         let mut restored = false;
         let stream = match (known, &self.shared.node) {
-            (Some(stream), _) => stream,
-            (None, Some(node)) => match node.directory.journal(held.session.as_str()).await {
+            (known, Some(node)) => match node.directory.journal(held.session.as_str()).await {
                 Ok(stored) => {
-                    restored = true;
-                    self.shared.journals.restore(&held.session, stored)
+                    let stored_last = stored.last().map_or(0, |(seq, _)| *seq);
+                    let local_last = match &known {
+                        Some(stream) => Some(stream.position().await.0),
+                        None => None,
+                    };
+                    match (known, local_last) {
+                        (Some(stream), Some(last)) if last >= stored_last => stream,
+                        _ => {
+                            restored = true;
+                            self.shared.journals.remove(&held.session).await;
+                            self.shared.journals.restore(&held.session, stored)
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(session = %held.session, "stored journal not read: {e}");
-                    self.shared.journals.stream(&held.session)
+                    known.unwrap_or_else(|| self.shared.journals.stream(&held.session))
                 }
             },
+            (Some(stream), None) => stream,
             (None, None) => self.shared.journals.stream(&held.session),
         };
         if let Some(node) = &self.shared.node {
@@ -415,6 +429,10 @@ impl Connection {
                         note.to_string(),
                     ))
                     .await;
+                // The socket holds no session then (the one resumed is left
+                // detached, to expire): the client opens a new one here.
+                self.dropped().await;
+                self.bound = None;
             }
         }
     }
