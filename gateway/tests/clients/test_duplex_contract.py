@@ -238,3 +238,31 @@ def test_a_chunk_sent_again_after_a_barge_in_is_not_applied_again(gateway):
     assert cancelled["response"]["status"] == "cancelled"
     assert refused["error"]["code"] == "fence_mismatch" and refused["error"]["event_id"] == "chunk-x"
     assert [entry[2] for entry in audit["applied"]] == ["chunk-x"]
+
+
+def test_a_browser_authenticates_with_the_subprotocol(gateway):
+    """A browser cannot set headers: its realtime client offers the JWT as
+    the subprotocol ``openai-insecure-api-key.<jwt>`` beside ``realtime``."""
+    from conftest import SECRET, jwt
+
+    gw = gateway("--auth-secret", SECRET)
+    url = gw.url + "/v1/realtime?model=duplex-stand-in"
+
+    async def talk():
+        offered = ["realtime", "openai-insecure-api-key." + jwt("browser-user")]
+        async with websockets.connect(url, subprotocols=offered) as ws:
+            chosen = ws.subprotocol
+            created = json.loads(await asyncio.wait_for(ws.recv(), timeout=10))
+        refused = None
+        try:
+            bad = ["realtime", "openai-insecure-api-key." + jwt("browser-user", secret="not-the-secret-of-the-gateway-xx")]
+            async with websockets.connect(url, subprotocols=bad):
+                pass
+        except websockets.exceptions.InvalidStatus as err:
+            refused = err.response.status_code
+        return chosen, created, refused
+
+    chosen, created, refused = run(talk())
+    assert chosen == "realtime"
+    assert created["type"] == "session.created" and created["server_event_seq"] == 1
+    assert refused == 401
