@@ -332,7 +332,7 @@ pub const MAX_EXPLANATION: usize = 160;
 
 /// `text` cut to at most [`MAX_EXPLANATION`] bytes, on a character
 /// boundary, marked with `…` when cut.
-fn prefix(text: &str) -> String {
+pub(crate) fn prefix(text: &str) -> String {
     if text.len() <= MAX_EXPLANATION {
         return text.to_owned();
     }

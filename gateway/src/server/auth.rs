@@ -99,15 +99,18 @@ fn bearer(request: &Request) -> Option<&str> {
     });
     // A browser's realtime client, which cannot set headers, offers its
     // key as the subprotocol `openai-insecure-api-key.<key>`.
-    query.or_else(|| {
-        request
-            .headers()
-            .get_all("sec-websocket-protocol")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .find_map(|p| p.trim().strip_prefix("openai-insecure-api-key."))
-    })
+    query.or_else(|| subprotocols(request).find_map(|p| p.strip_prefix("openai-insecure-api-key.")))
+}
+
+/// The subprotocols a handshake offers (`Sec-WebSocket-Protocol`).
+pub(crate) fn subprotocols(request: &Request) -> impl Iterator<Item = &str> {
+    request
+        .headers()
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
 }
 
 /// The id the manager knows a session by: the client's own id without

@@ -425,11 +425,5 @@ fn dialect_of(request: &Request) -> Dialect {
 
 /// Whether the handshake offers the `realtime` subprotocol.
 fn offers_realtime(request: &Request) -> bool {
-    request
-        .headers()
-        .get_all("sec-websocket-protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == "realtime")
+    auth::subprotocols(request).any(|p| p == "realtime")
 }

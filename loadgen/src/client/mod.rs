@@ -503,14 +503,19 @@ impl Client {
             }
         }
         if within_grace {
-            let k = self.range(1, RETRANSMIT_MAX as u32) as usize;
-            let from = self.recent.len().saturating_sub(k);
-            let again: Vec<Sent> = self.recent.iter().skip(from).cloned().collect();
-            for sent in again {
+            for sent in self.retransmits() {
                 self.send_chunk(&sent).await?;
             }
         }
         Ok(())
+    }
+
+    /// The last 1 to [`RETRANSMIT_MAX`] chunks, to send again after a
+    /// resume.
+    fn retransmits(&mut self) -> Vec<Sent> {
+        let k = self.range(1, RETRANSMIT_MAX as u32) as usize;
+        let from = self.recent.len().saturating_sub(k);
+        self.recent.iter().skip(from).cloned().collect()
     }
 
     async fn append(&mut self) -> Result<(), Gone> {

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use futures_util::StreamExt;
 
-use super::{forged, Ack, Client, Gone, Held, Sent, REPLY_TIMEOUT, RETRANSMIT_MAX};
+use super::{forged, Ack, Client, Gone, Held, Sent, REPLY_TIMEOUT};
 
 /// How many numbered events a client lets pass before it acknowledges
 /// them (`session.event_ack`), which keeps the session's journal short.
@@ -190,10 +190,7 @@ impl Client {
             }
         }
         if within_grace {
-            let k = self.range(1, RETRANSMIT_MAX as u32) as usize;
-            let from = self.recent.len().saturating_sub(k);
-            let again: Vec<Sent> = self.recent.iter().skip(from).cloned().collect();
-            for sent in again {
+            for sent in self.retransmits() {
                 self.rt_send_chunk(&sent).await?;
             }
         }

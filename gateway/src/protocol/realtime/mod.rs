@@ -230,20 +230,6 @@ fn leak_kind(kind: &str) -> &'static str {
         .unwrap_or("invalid_request")
 }
 
-/// The longest explanation an error carries (as the native dialect's).
-const MAX_EXPLANATION: usize = crate::protocol::MAX_EXPLANATION;
-
-fn short(text: &str) -> String {
-    if text.len() <= MAX_EXPLANATION {
-        return text.to_owned();
-    }
-    let mut end = MAX_EXPLANATION - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 /// A field of the event: absent, or of the wrong type.
 fn field<'a>(body: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     body.get(name).filter(|v| !v.is_null())
@@ -299,7 +285,7 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         RealtimeError::invalid(
             "invalid_json",
-            short(&format!("expected one JSON object per message: {e}")),
+            crate::protocol::prefix(&format!("expected one JSON object per message: {e}")),
             None,
         )
     })?;
@@ -463,7 +449,7 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
         other => {
             return Err(RealtimeError::invalid(
                 "unknown_event_type",
-                format!("unknown event type `{}`", short(other)),
+                format!("unknown event type `{}`", crate::protocol::prefix(other)),
                 event_id,
             ))
         }

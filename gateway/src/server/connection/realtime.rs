@@ -246,15 +246,7 @@ impl Connection {
             return;
         };
         let stream = self.shared.journals.stream(&held.session);
-        if let Some(node) = &self.shared.node {
-            stream
-                .store_in(Store {
-                    directory: node.directory.clone(),
-                    session: held.session.as_str().to_owned(),
-                    incarnation: held.incarnation,
-                })
-                .await;
-        }
+        self.store_journal(&stream, &held).await;
         let Ok((attachment, _)) = stream
             .attach(self.outbox.clone(), None, None::<fn(u64) -> Value>)
             .await
@@ -286,6 +278,20 @@ impl Connection {
             json!({"type": "session.updated", "session": session}),
         ])
         .await;
+    }
+
+    /// On a node of a cluster: the stream stores its journal in the
+    /// directory, fenced by the incarnation this node holds the session at.
+    async fn store_journal(&self, stream: &Stream, held: &super::Held) {
+        if let Some(node) = &self.shared.node {
+            stream
+                .store_in(Store {
+                    directory: node.directory.clone(),
+                    session: held.session.as_str().to_owned(),
+                    incarnation: held.incarnation,
+                })
+                .await;
+        }
     }
 
     /// A later `session.update`: merged into the session's config, echoed.
@@ -371,15 +377,7 @@ impl Connection {
             (Some(stream), None) => stream,
             (None, None) => self.shared.journals.stream(&held.session),
         };
-        if let Some(node) = &self.shared.node {
-            stream
-                .store_in(Store {
-                    directory: node.directory.clone(),
-                    session: held.session.as_str().to_owned(),
-                    incarnation: held.incarnation,
-                })
-                .await;
-        }
+        self.store_journal(&stream, &held).await;
         let (last, _) = stream.position().await;
         let head = |generation: u64| {
             json!({
