@@ -59,6 +59,20 @@ impl Directory {
     /// Appends journal entries `(seq, event)` of a session this node owns
     /// at `incarnation`.
     ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use duplex_gateway::cluster::{Directory, Save};
+    ///
+    /// let d = Directory::connect("redis://127.0.0.1:6379/", "node-a").await?;
+    /// d.create("call-1", 0, Save { image: b"v1", version: 1, ..Save::default() }).await?;
+    /// d.journal_append("call-1", 0, &[(1, r#"{"type":"session.created"}"#)]).await?;
+    /// d.journal_trim("call-1", 0, 1).await?;
+    /// assert!(d.journal("call-1").await?.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`DirectoryError::Lost`] if another node owns it now, or

@@ -150,6 +150,13 @@ pub struct RealtimeError {
 
 impl RealtimeError {
     /// An `invalid_request_error`.
+    ///
+    /// ```
+    /// use duplex_gateway::protocol::realtime::RealtimeError;
+    ///
+    /// let e = RealtimeError::invalid("no_session", "open one first", Some("e1".into()));
+    /// assert_eq!((e.class, e.code), ("invalid_request_error", "no_session"));
+    /// ```
     pub fn invalid(
         code: &'static str,
         message: impl Into<String>,
@@ -164,6 +171,13 @@ impl RealtimeError {
     }
 
     /// The error event.
+    ///
+    /// ```
+    /// use duplex_gateway::protocol::realtime::RealtimeError;
+    ///
+    /// let v = RealtimeError::invalid("no_session", "open one first", None).to_value();
+    /// assert_eq!((v["type"].as_str(), v["error"]["code"].as_str()), (Some("error"), Some("no_session")));
+    /// ```
     pub fn to_value(&self) -> Value {
         json!({
             "type": "error",
@@ -491,6 +505,14 @@ fn unsupported_session(
 
 /// Decodes an append's audio (standard base64, at most
 /// [`MAX_REALTIME_AUDIO`] bytes).
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::decode_audio;
+///
+/// assert_eq!(decode_audio("AAEC", None)?, vec![0, 1, 2]);
+/// assert_eq!(decode_audio("!!", Some("e1")).unwrap_err().code, "invalid_audio");
+/// # Ok::<(), duplex_gateway::protocol::realtime::RealtimeError>(())
+/// ```
 ///
 /// # Errors
 ///

@@ -4,6 +4,12 @@
 use serde_json::{json, Map, Value};
 
 /// The session's capabilities, as `session.created` reports them.
+///
+/// ```
+/// let c = duplex_gateway::protocol::realtime::capabilities();
+/// assert_eq!(c["supports_session_resume"], true);
+/// assert_eq!(c["supports_barge_in"], false);
+/// ```
 pub fn capabilities() -> Value {
     json!({
         "implementation_level": "serving_session_adapter",
@@ -19,6 +25,14 @@ pub fn capabilities() -> Value {
 }
 
 /// The `session` object of `session.created` and `session.updated`.
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::session_object;
+///
+/// let s = session_object("call-1", 2, 5, &serde_json::Map::new());
+/// assert_eq!((s["id"].as_str(), s["epoch"].as_u64(), s["turn_id"].as_u64()), (Some("call-1"), Some(2), Some(5)));
+/// assert!(s["turn_detection"].is_null());
+/// ```
 pub fn session_object(id: &str, epoch: u64, turn: u64, config: &Map<String, Value>) -> Value {
     let pick = |name: &str, default: Value| config.get(name).cloned().unwrap_or(default);
     json!({
@@ -53,6 +67,11 @@ pub struct ResponseIds {
 
 impl ResponseIds {
     /// The ids for the engine request `request`.
+    ///
+    /// ```
+    /// let ids = duplex_gateway::protocol::realtime::ResponseIds::of("r7");
+    /// assert_eq!((ids.response.as_str(), ids.item.as_str()), ("resp_r7", "item_resp_r7"));
+    /// ```
     pub fn of(request: &str) -> Self {
         ResponseIds {
             response: format!("resp_{request}"),
@@ -79,6 +98,14 @@ fn assistant_item(ids: &ResponseIds, status: &str, text: Option<&str>) -> Value 
 /// The events that open a response, in the contract's order:
 /// `response.created`, `conversation.item.added` and `.created`,
 /// `response.output_item.added`, `response.content_part.added`.
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::{response_opened, ResponseIds};
+///
+/// let events = response_opened(&ResponseIds::of("r1"), 0, 3);
+/// assert_eq!(events[0]["type"], "response.created");
+/// assert_eq!(events[4]["type"], "response.content_part.added");
+/// ```
 pub fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<Value> {
     let item = assistant_item(ids, "in_progress", None);
     vec![
@@ -102,6 +129,13 @@ pub fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<Value> {
 }
 
 /// One text delta of a response.
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::{text_delta, ResponseIds};
+///
+/// let d = text_delta(&ResponseIds::of("r1"), "Hi");
+/// assert_eq!((d["type"].as_str(), d["delta"].as_str()), (Some("response.output_text.delta"), Some("Hi")));
+/// ```
 pub fn text_delta(ids: &ResponseIds, delta: &str) -> Value {
     json!({
         "type": "response.output_text.delta", "response_id": ids.response, "item_id": ids.item,
@@ -112,6 +146,15 @@ pub fn text_delta(ids: &ResponseIds, delta: &str) -> Value {
 /// The events that end a response: for `completed`, the `.done` events of
 /// the text, the part and the item; then `response.done` with `status`
 /// (`completed` or `cancelled`, with `reason`) and `rate_limits.updated`.
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::{response_ended, ResponseIds};
+///
+/// let ids = ResponseIds::of("r1");
+/// assert_eq!(response_ended(&ids, "Hi", "completed", None).len(), 6);
+/// let cancelled = response_ended(&ids, "H", "cancelled", Some("barge_in"));
+/// assert_eq!(cancelled[0]["response"]["status_details"]["reason"], "barge_in");
+/// ```
 pub fn response_ended(
     ids: &ResponseIds,
     text: &str,
@@ -152,6 +195,12 @@ pub fn response_ended(
 
 /// The events of a commit: the user item, `input_audio_buffer.committed`
 /// and `conversation.item.done`.
+///
+/// ```
+/// let events = duplex_gateway::protocol::realtime::committed("item_1", None, 0, 0);
+/// assert_eq!(events[2]["type"], "input_audio_buffer.committed");
+/// assert_eq!(events[2]["item_id"], "item_1");
+/// ```
 pub fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<Value> {
     let user = json!({
         "id": item, "object": "realtime.item", "type": "message", "role": "user",

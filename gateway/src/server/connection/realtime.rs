@@ -40,6 +40,31 @@ pub(crate) struct Rt {
     anonymous: u64,
 }
 
+impl Rt {
+    /// The state of a session just opened or resumed on this socket, at
+    /// the session's `(epoch, turn)`.
+    fn new(
+        stream: Arc<Stream>,
+        attachment: u64,
+        (epoch, turn): (u64, u64),
+        auto_response: bool,
+        config: SessionConfig,
+    ) -> Self {
+        Rt {
+            stream,
+            attachment,
+            epoch,
+            turn,
+            core_turn: turn,
+            pending: false,
+            last_item: None,
+            auto_response,
+            config,
+            anonymous: 0,
+        }
+    }
+}
+
 /// The core's id for a client's `event_id`: the id itself when it fits the
 /// core's ids (32 bytes), else `h` and 31 hex digits of its SHA-256 (so
 /// ids up to [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
@@ -255,18 +280,7 @@ impl Connection {
         };
         let auto = auto_response(&config).unwrap_or(false);
         let session = realtime::session_object(&session_id, epoch, turn, &config);
-        self.rt = Some(Rt {
-            stream,
-            attachment,
-            epoch,
-            turn,
-            core_turn: turn,
-            pending: false,
-            last_item: None,
-            auto_response: auto,
-            config,
-            anonymous: 0,
-        });
+        self.rt = Some(Rt::new(stream, attachment, (epoch, turn), auto, config));
         self.rt_send(vec![
             json!({
                 "type": "session.created",
@@ -406,19 +420,13 @@ impl Connection {
                 if restored {
                     stream.fail_live("node_lost").await;
                 }
-                let config = Map::new();
-                self.rt = Some(Rt {
+                self.rt = Some(Rt::new(
                     stream,
                     attachment,
-                    epoch,
-                    turn,
-                    core_turn: turn,
-                    pending: false,
-                    last_item: None,
-                    auto_response: false,
-                    config,
-                    anonymous: 0,
-                });
+                    (epoch, turn),
+                    false,
+                    Map::new(),
+                ));
             }
             Err(why) => {
                 let note = json!({"type": "session.resync_required", "session_id": session_id, "reason": why.reason()});
