@@ -279,6 +279,31 @@ async fn liveness_lasts_for_its_ttl(t: &RedisTarget) {
     );
 }
 
+/// A realtime session's stored journal: appends and trims fenced by the
+/// owner, and a trim that never loses the journal's position (a takeover
+/// after the client acknowledged everything continues the numbering).
+async fn the_journal_keeps_its_position(t: &RedisTarget) {
+    let a = Directory::connect_to(t, "a").await.unwrap();
+    let b = Directory::connect_to(t, "b").await.unwrap();
+    assert!(a.create("j1", 0, image(b"v1", 1)).await.unwrap());
+    a.journal_append("j1", 0, &[(1, "{}"), (2, "{}"), (3, "{}")])
+        .await
+        .unwrap();
+    assert!(matches!(
+        b.journal_append("j1", 0, &[(4, "{}")]).await,
+        Err(DirectoryError::Lost { .. })
+    ));
+    a.journal_trim("j1", 0, 2).await.unwrap();
+    let seqs = |j: Vec<(u64, String)>| j.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+    assert_eq!(seqs(b.journal("j1").await.unwrap()), [3]);
+    // Everything acknowledged: the newest entry stays, with its number.
+    a.journal_trim("j1", 0, 3).await.unwrap();
+    assert_eq!(seqs(b.journal("j1").await.unwrap()), [3]);
+    a.journal_append("j1", 0, &[(4, "{}")]).await.unwrap();
+    a.journal_trim("j1", 0, 10).await.unwrap();
+    assert_eq!(seqs(b.journal("j1").await.unwrap()), [4]);
+}
+
 #[tokio::test]
 async fn a_malformed_record_is_named() {
     let Some(server) = stores::server() else {
@@ -306,4 +331,5 @@ stores::on_every_store!(
     saves_log_applied_input_in_order_and_count_each_release,
     nodes_register_and_note_what_they_own,
     liveness_lasts_for_its_ttl,
+    the_journal_keeps_its_position,
 );

@@ -50,18 +50,31 @@ pub(crate) enum Emitter {
 
 impl Emitter {
     /// Sends one of the engine's events, in the connection's dialect.
+    ///
+    /// A realtime event is emitted in a task of its own, which this one
+    /// awaits: a barge-in or a shutdown aborts the engine's task between
+    /// two events, never in the middle of one (which would leave an event
+    /// numbered and journaled but not yet stored or sent; the stream would
+    /// finish it on its next emit, but a store write cut off halfway makes
+    /// the stream stop storing).
     pub(crate) async fn event(&self, event: ServerEvent) {
         match self {
             Emitter::Native(outbox) => outbox.send(Message::text(event.to_json())).await,
-            Emitter::Realtime(stream) => match &event {
-                ServerEvent::Delta {
-                    request_id, text, ..
-                } => stream.delta(request_id, text).await,
-                ServerEvent::Done { request_id, .. } => {
-                    stream.end_response(request_id, "completed", None).await;
-                }
-                _ => {}
-            },
+            Emitter::Realtime(stream) => {
+                let stream = Arc::clone(stream);
+                let emit = tokio::spawn(async move {
+                    match &event {
+                        ServerEvent::Delta {
+                            request_id, text, ..
+                        } => stream.delta(request_id, text).await,
+                        ServerEvent::Done { request_id, .. } => {
+                            stream.end_response(request_id, "completed", None).await;
+                        }
+                        _ => {}
+                    }
+                });
+                let _ = emit.await;
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (`transport`), bounded in messages and in bytes. The connection, the
 //! engine seam and the transport all hold one; it depends on none of them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Notify};
@@ -21,6 +21,8 @@ pub(crate) struct Outbox {
     pub(super) queued: Arc<AtomicUsize>,
     limit: usize,
     pub(super) overflow: Arc<Notify>,
+    /// Set by the first message dropped; never cleared.
+    overflowed: Arc<AtomicBool>,
 }
 
 impl Outbox {
@@ -33,6 +35,7 @@ impl Outbox {
             queued: Arc::new(AtomicUsize::new(0)),
             limit,
             overflow: Arc::new(Notify::new()),
+            overflowed: Arc::new(AtomicBool::new(false)),
         };
         (outbox, rx)
     }
@@ -41,9 +44,16 @@ impl Outbox {
     /// it would take the queue over its byte bound. Waits only while the
     /// queue is full of messages.
     pub(crate) async fn send(&self, message: Message) {
+        // Once one message was dropped, every later one is too: the
+        // client must never receive a stream with a hole in it (it is cut
+        // off, and resumes from the last event it did receive).
+        if self.overflowed.load(Ordering::Relaxed) {
+            return;
+        }
         let len = message.len();
         if self.queued.fetch_add(len, Ordering::Relaxed) + len > self.limit {
             self.queued.fetch_sub(len, Ordering::Relaxed);
+            self.overflowed.store(true, Ordering::Relaxed);
             self.overflow.notify_one();
             return;
         }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use duplex_core::Id;
 use serde_json::{Map, Value};
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::protocol::realtime::{self, ResponseIds};
 use crate::server::outbox::Outbox;
@@ -63,8 +63,9 @@ struct Live {
 struct State {
     /// The next event's number (the first is 1).
     next: u64,
-    /// `(seq, text)`, oldest first.
-    events: VecDeque<(u64, Arc<str>)>,
+    /// `(seq, text)`, oldest first (the text's buffer is shared with the
+    /// message that sent it).
+    events: VecDeque<(u64, Utf8Bytes)>,
     bytes: usize,
     /// The highest seq evicted before it was acknowledged (0: none).
     lost: u64,
@@ -77,10 +78,18 @@ struct State {
     live: HashMap<String, Live>,
     /// On a node of a cluster: where the journal is stored too.
     store: Option<Store>,
+    /// The first event of a batch that was numbered but whose emit was
+    /// cancelled before it was sent to the attached socket.
+    unsent: Option<u64>,
+    /// A store write is in progress (if the emit is cancelled during it,
+    /// whether the store holds the batch is unknown).
+    storing: bool,
     /// The fence `(epoch, turn)` each recent chunk was first appended at,
-    /// by its key, newest last: a retransmission keeps it (so one sent
-    /// again after a barge-in is refused as stale, not applied again).
-    fences: VecDeque<(String, (u64, u64))>,
+    /// by its key: a retransmission keeps it (so one sent again after a
+    /// barge-in is refused as stale, not applied again).
+    fences: HashMap<Arc<str>, (u64, u64)>,
+    /// The keys of `fences`, oldest first (the oldest goes when full).
+    fence_order: VecDeque<Arc<str>>,
 }
 
 /// How many chunks' fences a session remembers (more than a client
@@ -136,11 +145,17 @@ impl Journals {
             next: stored.last().map_or(1, |(seq, _)| seq + 1),
             ..State::default()
         };
-        // Everything before the first stored event is gone (acknowledged
-        // or evicted there): a cursor before it cannot be served.
-        state.lost = stored.first().map_or(0, |(seq, _)| seq.saturating_sub(1));
+        // Only the contiguous run that ends the stored journal can be
+        // replayed: a hole in it (events a node sent but could not store)
+        // makes every cursor before the hole unservable, so the events
+        // before it are dropped and a resume from there is answered
+        // `session.resync_required`, never replayed across the hole.
+        let run = contiguous_tail(&stored);
+        // Everything before the first kept event is gone (acknowledged,
+        // evicted, or behind a hole): a cursor before it cannot be served.
+        state.lost = stored.get(run).map_or(0, |(seq, _)| seq.saturating_sub(1));
         state.acked = state.lost;
-        for (seq, text) in stored {
+        for (seq, text) in stored.into_iter().skip(run) {
             if let Ok(Value::Object(event)) = serde_json::from_str::<Value>(&text) {
                 let response = event.get("response_id").and_then(Value::as_str);
                 let request = response.and_then(|r| r.strip_prefix("resp_"));
@@ -170,14 +185,17 @@ impl Journals {
             }
             state.bytes += text.len();
             self.bytes.fetch_add(text.len(), Ordering::Relaxed);
-            state.events.push_back((seq, Arc::from(text)));
+            state.events.push_back((seq, Utf8Bytes::from(text)));
         }
         let stream = Arc::new(Stream {
             journals: Arc::clone(self),
             state: tokio::sync::Mutex::new(state),
         });
+        // The stored journal is the truth: it replaces whatever stream
+        // this node had for the session.
         let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(streams.entry(session.clone()).or_insert(stream))
+        streams.insert(session.clone(), Arc::clone(&stream));
+        stream
     }
 
     /// The stream of `session`, if it has one.
@@ -202,6 +220,32 @@ impl Journals {
     }
 }
 
+/// `event`, the text of a JSON object, with `server_event_seq` added as
+/// its last member.
+fn with_seq(mut event: String, seq: u64) -> String {
+    use std::fmt::Write as _;
+    let trimmed = event.trim_end().len();
+    event.truncate(trimmed);
+    debug_assert!(event.starts_with('{') && event.ends_with('}'));
+    event.pop();
+    let empty = event.trim_end().ends_with('{');
+    let _ = write!(
+        event,
+        "{}\"server_event_seq\":{seq}}}",
+        if empty { "" } else { "," }
+    );
+    event
+}
+
+/// Where the last contiguous run of `stored` starts: the index after the
+/// last hole in its numbering (0 if it has none).
+fn contiguous_tail(stored: &[(u64, String)]) -> usize {
+    stored
+        .windows(2)
+        .rposition(|pair| pair[1].0 != pair[0].0.saturating_add(1))
+        .map_or(0, |at| at + 1)
+}
+
 /// One realtime session's event stream.
 #[derive(Debug)]
 pub(crate) struct Stream {
@@ -213,21 +257,35 @@ impl Stream {
     /// Numbers, journals and sends events, in order.
     pub(crate) async fn emit(&self, events: Vec<Value>) {
         let mut state = self.state.lock().await;
+        self.emit_locked(&mut state, events.iter().map(Value::to_string))
+            .await;
+    }
+
+    /// As [`emit`](Self::emit), for events already rendered: each the
+    /// text of one JSON object (the frequent answers are written without
+    /// building a JSON tree).
+    pub(crate) async fn emit_rendered(&self, events: impl IntoIterator<Item = String>) {
+        let mut state = self.state.lock().await;
         self.emit_locked(&mut state, events).await;
     }
 
-    async fn emit_locked(&self, state: &mut State, events: Vec<Value>) {
-        let mut numbered = Vec::with_capacity(events.len());
-        for mut event in events {
+    async fn emit_locked(&self, state: &mut State, events: impl IntoIterator<Item = String>) {
+        self.finish_cancelled(state).await;
+        let mut numbered: Vec<(u64, Utf8Bytes)> = Vec::new();
+        for event in events {
             let seq = state.next;
             state.next += 1;
-            if let Value::Object(map) = &mut event {
-                map.insert("server_event_seq".into(), Value::from(seq));
-            }
-            let text: Arc<str> = Arc::from(event.to_string());
-            self.journal(state, seq, Arc::clone(&text));
+            let text = Utf8Bytes::from(with_seq(event, seq));
+            self.journal(state, seq, text.clone());
             numbered.push((seq, text));
         }
+        let Some(first) = numbered.first().map(|(seq, _)| *seq) else {
+            return;
+        };
+        // From here on the batch is numbered and journaled here: should
+        // this future be dropped at one of the awaits below (its task
+        // aborted), the next emit finishes the batch (`finish_cancelled`).
+        state.unsent = Some(first);
         // A node of a cluster stores the events before it sends them, so
         // whatever a client received can be replayed by the node it
         // resumes on. A node that may no longer write (another owns the
@@ -238,21 +296,73 @@ impl Stream {
         // says so (`session.resync_required`): announced, never silent.
         if let Some(store) = &state.store {
             let entries: Vec<(u64, &str)> =
-                numbered.iter().map(|(s, t)| (*s, t.as_ref())).collect();
-            if let Err(e) = store
+                numbered.iter().map(|(s, t)| (*s, t.as_str())).collect();
+            state.storing = true;
+            let stored = store
                 .directory
                 .journal_append(&store.session, store.incarnation, &entries)
-                .await
-            {
-                tracing::warn!(session = %store.session, "journal not stored: {e}");
-                state.store = None;
+                .await;
+            state.storing = false;
+            match stored {
+                Ok(()) => {}
+                // Expected after a takeover: this node's engine finishes a
+                // response for a client that resumed elsewhere.
+                Err(e @ crate::cluster::DirectoryError::Lost { .. }) => {
+                    tracing::debug!(session = %store.session, "journal not stored: {e}");
+                    state.store = None;
+                }
+                Err(e) => {
+                    tracing::warn!(session = %store.session, "journal not stored: {e}");
+                    state.store = None;
+                }
             }
         }
         if let Some((_, outbox)) = &state.attached {
-            for (_, text) in numbered {
-                outbox.send(Message::text(text.as_ref())).await;
+            let outbox = outbox.clone();
+            for (seq, text) in numbered {
+                outbox.send(Message::Text(text)).await;
+                state.unsent = Some(seq + 1);
             }
         }
+        state.unsent = None;
+    }
+
+    /// Finishes a batch whose emit was cancelled (the future dropped at an
+    /// await, its task aborted): its events, numbered and journaled here,
+    /// go to the attached socket before anything newer, so the socket
+    /// never gets a number without the ones before it; and if the store
+    /// was being written, whether it holds them is unknown, so this
+    /// stream stores no more (a resume elsewhere is answered from what the
+    /// store holds, or told `session.resync_required`).
+    async fn finish_cancelled(&self, state: &mut State) {
+        if state.storing {
+            state.storing = false;
+            if let Some(store) = state.store.take() {
+                tracing::warn!(session = %store.session, "journal write cancelled; not storing any more");
+            }
+        }
+        let Some(from) = state.unsent else { return };
+        if let Some((_, outbox)) = &state.attached {
+            let outbox = outbox.clone();
+            let pending: Vec<(u64, Utf8Bytes)> = state
+                .events
+                .iter()
+                .filter(|(seq, _)| *seq >= from)
+                .cloned()
+                .collect();
+            if pending.first().is_some_and(|(seq, _)| *seq != from) {
+                // Evicted meanwhile: this socket cannot be made whole. It
+                // hears nothing more, and its client resumes.
+                state.attached = None;
+                state.unsent = None;
+                return;
+            }
+            for (seq, text) in pending {
+                outbox.send(Message::Text(text)).await;
+                state.unsent = Some(seq + 1);
+            }
+        }
+        state.unsent = None;
     }
 
     /// Stores this stream's events in `store` from now on.
@@ -260,9 +370,22 @@ impl Stream {
         self.state.lock().await.store = Some(store);
     }
 
+    /// Whether every event of this stream is stored, at `incarnation`:
+    /// it stores there and no write of it has failed (a failed write
+    /// stops its storing for good, so the stored journal would lack what
+    /// it numbered since).
+    pub(crate) async fn stores_at(&self, incarnation: u64) -> bool {
+        self.state
+            .lock()
+            .await
+            .store
+            .as_ref()
+            .is_some_and(|s| s.incarnation == incarnation)
+    }
+
     /// Keeps `text` in the journal, evicting the oldest events over the
     /// session's bound or the gateway's.
-    fn journal(&self, state: &mut State, seq: u64, text: Arc<str>) {
+    fn journal(&self, state: &mut State, seq: u64, text: Utf8Bytes) {
         let len = text.len();
         state.events.push_back((seq, text));
         state.bytes += len;
@@ -329,6 +452,25 @@ impl Stream {
                     Resync::Gap
                 });
             }
+            // And in one run, up to the last number given: a replay is
+            // the client's events in order or nothing.
+            let mut expected = cursor.saturating_add(1);
+            for (seq, _) in state.events.iter().filter(|(s, _)| *s > cursor) {
+                if *seq != expected {
+                    return Err(Resync::Gap);
+                }
+                expected += 1;
+            }
+            if expected != state.next {
+                return Err(Resync::Gap);
+            }
+        }
+        // The new socket gets everything after its cursor from the
+        // journal: a cancelled emit's batch included.
+        state.unsent = None;
+        if state.storing {
+            state.storing = false;
+            state.store = None;
         }
         state.attachments += 1;
         let generation = state.attachments;
@@ -339,7 +481,7 @@ impl Stream {
         }
         if let Some(cursor) = cursor {
             for (_, text) in state.events.iter().filter(|(s, _)| *s > cursor) {
-                outbox.send(Message::text(text.as_ref())).await;
+                outbox.send(Message::Text(text.clone())).await;
             }
         }
         let previous = state.attached.replace((generation, outbox)).map(|(_, o)| o);
@@ -382,7 +524,7 @@ impl Stream {
         };
         live.text.push_str(text);
         let event = realtime::text_delta(&live.ids, text);
-        self.emit_locked(&mut state, vec![event]).await;
+        self.emit_locked(&mut state, [event]).await;
     }
 
     /// A response ends (`completed`, or `cancelled` with the reason); once.
@@ -421,25 +563,23 @@ impl Stream {
 
     /// The fence the chunk `key` was first appended at, if it is recent.
     pub(crate) async fn fence_of(&self, key: &str) -> Option<(u64, u64)> {
-        let state = self.state.lock().await;
-        state
-            .fences
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, f)| *f)
+        self.state.lock().await.fences.get(key).copied()
     }
 
     /// Remembers the fence the chunk `key` was appended at.
     pub(crate) async fn remember_fence(&self, key: String, fence: (u64, u64)) {
         let mut state = self.state.lock().await;
-        if state.fences.iter().any(|(k, _)| *k == key) {
+        if state.fences.contains_key(key.as_str()) {
             return;
         }
-        if state.fences.len() == FENCES {
-            state.fences.pop_front();
+        if state.fence_order.len() == FENCES {
+            if let Some(old) = state.fence_order.pop_front() {
+                state.fences.remove(&old);
+            }
         }
-        state.fences.push_back((key, fence));
+        let key: Arc<str> = Arc::from(key);
+        state.fences.insert(Arc::clone(&key), fence);
+        state.fence_order.push_back(key);
     }
 
     /// Whether a response is in progress.
@@ -456,3 +596,155 @@ impl Stream {
 
 /// A `session.update`'s `session` object, kept to echo.
 pub(crate) type SessionConfig = Map<String, Value>;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use duplex_core::Id;
+    use serde_json::Value;
+
+    use super::{contiguous_tail, with_seq, Journals, Resync};
+    use crate::server::outbox::Outbox;
+
+    #[test]
+    fn the_number_is_added_to_any_object() {
+        for (event, seq) in [
+            (r#"{"type":"a"}"#, 1_u64),
+            ("{}", 2),
+            ("{ }", 3),
+            (r#"{"type":"b","x":{"y":[1]}} "#, u64::MAX),
+        ] {
+            let v: Value = serde_json::from_str(&with_seq(event.to_owned(), seq)).unwrap();
+            assert_eq!(v["server_event_seq"].as_u64(), Some(seq), "{event}");
+        }
+    }
+
+    #[test]
+    fn a_hole_ends_what_can_be_replayed() {
+        let run = |seqs: &[u64]| {
+            let stored: Vec<(u64, String)> = seqs.iter().map(|s| (*s, String::new())).collect();
+            contiguous_tail(&stored)
+        };
+        assert_eq!(run(&[]), 0);
+        assert_eq!(run(&[4, 5, 6]), 0);
+        assert_eq!(run(&[4, 5, 7, 8]), 2);
+        assert_eq!(run(&[1, 3, 4, 6]), 3);
+    }
+
+    fn stored(seqs: &[u64]) -> Vec<(u64, String)> {
+        seqs.iter()
+            .map(|s| {
+                (
+                    *s,
+                    format!(r#"{{"type":"session.heartbeat_ack","server_event_seq":{s}}}"#),
+                )
+            })
+            .collect()
+    }
+
+    async fn replay(
+        journals: &Arc<Journals>,
+        seqs: &[u64],
+        cursor: u64,
+    ) -> Result<Vec<u64>, Resync> {
+        let session = Id::new("s1").unwrap();
+        let stream = journals.restore(&session, stored(seqs));
+        let (outbox, mut rx) = Outbox::new(1 << 20);
+        stream
+            .attach(outbox, Some(cursor), None::<fn(u64) -> Value>)
+            .await?;
+        let mut got = Vec::new();
+        while let Ok(message) = rx.try_recv() {
+            let v: Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+            got.push(v["server_event_seq"].as_u64().unwrap());
+        }
+        Ok(got)
+    }
+
+    /// A stored journal with a hole (events a node numbered but could not
+    /// store) replays only after the hole; a cursor before it is told to
+    /// start again, never handed the events across the hole.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_resume_never_replays_across_a_hole() {
+        let journals = Arc::new(Journals::default());
+        assert_eq!(replay(&journals, &[5, 6, 7, 8], 5).await, Ok(vec![6, 7, 8]));
+        assert_eq!(replay(&journals, &[5, 6, 8, 9], 7).await, Ok(vec![8, 9]));
+        // Before the kept run: what is before it is as good as evicted.
+        assert_eq!(
+            replay(&journals, &[5, 6, 8, 9], 6).await,
+            Err(Resync::Overflow)
+        );
+        assert_eq!(
+            replay(&journals, &[5, 6, 8, 9], 5).await,
+            Err(Resync::Overflow)
+        );
+        assert_eq!(replay(&journals, &[5, 6, 8, 9], 9).await, Ok(vec![]));
+        assert_eq!(replay(&journals, &[5, 6], 7).await, Err(Resync::Gap));
+    }
+
+    /// The numbers of the messages waiting in `rx`.
+    fn drain(
+        rx: &mut tokio::sync::mpsc::Receiver<tokio_tungstenite::tungstenite::Message>,
+        seen: &mut Vec<u64>,
+    ) {
+        while let Ok(message) = rx.try_recv() {
+            let v: Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+            seen.push(v["server_event_seq"].as_u64().unwrap());
+        }
+    }
+
+    /// An emit cancelled while its socket's queue is full (its task
+    /// aborted mid-send) leaves numbered events unsent; the next emit
+    /// sends them first, so the socket sees every number in order.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cancelled_emit_is_finished_by_the_next() {
+        let journals = Arc::new(Journals::default());
+        let stream = journals.stream(&Id::new("s2").unwrap());
+        let (outbox, mut rx) = Outbox::new(1 << 20);
+        stream
+            .attach(outbox, None, None::<fn(u64) -> Value>)
+            .await
+            .unwrap();
+        let emitting = {
+            let stream = Arc::clone(&stream);
+            tokio::spawn(async move {
+                for _ in 0..400 {
+                    stream.emit_rendered([r#"{"type":"x"}"#.to_owned()]).await;
+                }
+            })
+        };
+        // Let it fill the queue and block on the full queue, then abort.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        emitting.abort();
+        let _ = emitting.await;
+        let mut seen = Vec::new();
+        drain(&mut rx, &mut seen);
+        let (numbered, _) = stream.position().await;
+        // The aborted emit had numbered more than the socket got.
+        assert!(
+            (seen.len() as u64) < numbered,
+            "{} of {numbered}",
+            seen.len()
+        );
+        stream.emit_rendered([r#"{"type":"y"}"#.to_owned()]).await;
+        drain(&mut rx, &mut seen);
+        let expected: Vec<u64> = (1..=numbered + 1).collect();
+        assert_eq!(seen, expected);
+    }
+
+    /// Events sent after one was dropped for the byte bound are dropped
+    /// too: the client never sees a later event without the one before.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_overflowed_outbox_sends_nothing_more() {
+        use tokio_tungstenite::tungstenite::Message;
+        let (outbox, mut rx) = Outbox::new(100);
+        outbox.send(Message::text("a".repeat(60))).await;
+        outbox.send(Message::text("b".repeat(60))).await;
+        outbox.send(Message::text("c")).await;
+        assert_eq!(rx.try_recv().map(|m| m.len()), Ok(60));
+        assert!(rx.try_recv().is_err());
+    }
+}

@@ -36,14 +36,16 @@ return 1
 });
 
 /// Drops the entries up to seq ARGV[3] if the record is still ARGV[1]'s
-/// at incarnation ARGV[2]: 1, or 0.
+/// at incarnation ARGV[2]: 1, or 0. The newest entry is always kept: it
+/// holds the journal's position (the number the next event follows), which
+/// a node that takes the session over continues from.
 static TRIM: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local owner = redis.call('HMGET', KEYS[1], 'node', 'inc')
 if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return 0 end
 local upto = tonumber(ARGV[3])
-while true do
+while redis.call('LLEN', KEYS[2]) > 1 do
   local head = redis.call('LINDEX', KEYS[2], 0)
   if not head then break end
   local seq = tonumber(string.match(head, '^(%d+) '))
@@ -67,8 +69,10 @@ impl Directory {
     /// let d = Directory::connect("redis://127.0.0.1:6379/", "node-a").await?;
     /// d.create("call-1", 0, Save { image: b"v1", version: 1, ..Save::default() }).await?;
     /// d.journal_append("call-1", 0, &[(1, r#"{"type":"session.created"}"#)]).await?;
-    /// d.journal_trim("call-1", 0, 1).await?;
-    /// assert!(d.journal("call-1").await?.is_empty());
+    /// d.journal_append("call-1", 0, &[(2, r#"{"type":"session.updated"}"#)]).await?;
+    /// d.journal_trim("call-1", 0, 2).await?;
+    /// // The newest entry stays: a takeover continues the numbering from it.
+    /// assert_eq!(d.journal("call-1").await?.len(), 1);
     /// # Ok(())
     /// # }
     /// ```
@@ -101,7 +105,7 @@ impl Directory {
     }
 
     /// Drops a session's journal entries up to `seq` (the client holds
-    /// them).
+    /// them), but the newest, which keeps the journal's position.
     ///
     /// # Errors
     ///

@@ -14,12 +14,14 @@
 
 mod server;
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 pub use server::{
-    capabilities, committed, response_ended, response_opened, session_object, text_delta,
-    ResponseIds,
+    capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
+    text_delta, ResponseIds,
 };
 
 use super::MAX_MESSAGE;
@@ -279,6 +281,51 @@ fn required_string(
     })
 }
 
+/// The fields of the events a streaming client sends many times a second
+/// (an append and a heartbeat per chunk, an acknowledgement now and
+/// then), read without building a JSON tree: strings are borrowed from
+/// the message where they need no unescaping.
+#[derive(serde::Deserialize)]
+struct Hot<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    event_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    audio: Option<Cow<'a, str>>,
+    #[serde(default)]
+    server_event_seq: Option<u64>,
+}
+
+/// `text` as one of the frequent events, when it is one and every field
+/// the full decoder checks is well formed; `None` sends it to the full
+/// decoder, which answers exactly as it would have anyway (a property
+/// test holds the two to the same answers).
+fn decode_hot(text: &str) -> Option<RealtimeEvent> {
+    let hot: Hot<'_> = serde_json::from_str(text).ok()?;
+    if hot
+        .event_id
+        .as_ref()
+        .is_some_and(|id| id.len() > MAX_EVENT_ID)
+    {
+        return None;
+    }
+    let event_id = hot.event_id.map(Cow::into_owned);
+    match hot.kind.as_ref() {
+        "input_audio_buffer.append" | "input.audio.append" | "push_chunk" => {
+            Some(RealtimeEvent::Append {
+                event_id,
+                audio: hot.audio?.into_owned(),
+            })
+        }
+        "session.heartbeat" => Some(RealtimeEvent::Heartbeat),
+        "session.event_ack" => Some(RealtimeEvent::EventAck {
+            seq: hot.server_event_seq?,
+        }),
+        _ => None,
+    }
+}
+
 /// Decodes one text message of the realtime dialect.
 ///
 /// # Errors
@@ -286,6 +333,16 @@ fn required_string(
 /// A [`RealtimeError`]: `too_large`, `invalid_json`, `unknown_event_type`,
 /// `missing_required_parameter`, `invalid_value`.
 pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
+    if text.len() <= MAX_MESSAGE {
+        if let Some(event) = decode_hot(text) {
+            return Ok(event);
+        }
+    }
+    decode_tree(text)
+}
+
+/// The full decoder: the message as a JSON tree, every field checked.
+fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
     if text.len() > MAX_MESSAGE {
         return Err(RealtimeError::invalid(
             "too_large",
@@ -533,4 +590,90 @@ pub fn decode_audio(audio: &str, event_id: Option<&str>) -> Result<Vec<u8>, Real
     base64::engine::general_purpose::STANDARD
         .decode(audio)
         .map_err(|e| refuse(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode, decode_tree};
+    use proptest::prelude::*;
+
+    /// Messages near the frequent events: right and wrong types for each
+    /// field, nulls, escapes, duplicates, unknown fields, other types.
+    fn message() -> impl Strategy<Value = String> {
+        let kind = prop_oneof![
+            Just(r#""input_audio_buffer.append""#.to_owned()),
+            Just(r#""push_chunk""#.to_owned()),
+            Just(r#""session.heartbeat""#.to_owned()),
+            Just(r#""session.event_ack""#.to_owned()),
+            Just(r#""session.close""#.to_owned()),
+            Just(r#""no.such""#.to_owned()),
+            Just("7".to_owned()),
+            Just("null".to_owned()),
+        ];
+        let value = prop_oneof![
+            Just("null".to_owned()),
+            Just("12".to_owned()),
+            Just("-1".to_owned()),
+            Just("2.5".to_owned()),
+            Just("true".to_owned()),
+            Just(r#""AAEC""#.to_owned()),
+            Just(r#""a\u0041b""#.to_owned()),
+            Just(format!(r#""{}""#, "e".repeat(257))),
+            Just(format!(r#""{}""#, "e".repeat(256))),
+            Just("{}".to_owned()),
+            Just("[1]".to_owned()),
+        ];
+        let name = prop_oneof![
+            Just("event_id"),
+            Just("audio"),
+            Just("server_event_seq"),
+            Just("type"),
+            Just("other"),
+        ];
+        (
+            kind,
+            proptest::collection::vec((name, value), 0..5),
+            any::<bool>(),
+        )
+            .prop_map(|(kind, fields, typed_first)| {
+                let mut parts = Vec::new();
+                if typed_first {
+                    parts.push(format!(r#""type":{kind}"#));
+                }
+                for (n, v) in fields {
+                    parts.push(format!(r#""{n}":{v}"#));
+                }
+                if !typed_first {
+                    parts.push(format!(r#""type":{kind}"#));
+                }
+                format!("{{{}}}", parts.join(","))
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The fast path answers every message as the full decoder does.
+        #[test]
+        fn hot_path_agrees_with_the_tree(text in message()) {
+            prop_assert_eq!(decode(&text), decode_tree(&text));
+        }
+
+        #[test]
+        fn any_text_agrees(text in ".{0,80}") {
+            prop_assert_eq!(decode(&text), decode_tree(&text));
+        }
+    }
+
+    #[test]
+    fn frequent_events_take_the_fast_path() {
+        for text in [
+            r#"{"type":"input_audio_buffer.append","event_id":"c1","audio":"AAEC"}"#,
+            r#"{"type":"session.heartbeat"}"#,
+            r#"{"type":"session.event_ack","server_event_seq":64}"#,
+        ] {
+            assert!(super::decode_hot(text).is_some(), "{text}");
+            assert_eq!(decode(text), decode_tree(text));
+        }
+    }
 }

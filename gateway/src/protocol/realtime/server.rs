@@ -1,6 +1,7 @@
 //! The realtime dialect's server events, as the contract orders them
 //! (their `server_event_seq` is added by the session's journal).
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 /// The session's capabilities, as `session.created` reports them.
@@ -80,72 +81,297 @@ impl ResponseIds {
     }
 }
 
-fn assistant_item(ids: &ResponseIds, status: &str, text: Option<&str>) -> Value {
-    let content = match text {
-        Some(t) => json!([{"type": "output_text", "text": t}]),
-        None => json!([]),
-    };
-    json!({
-        "id": ids.item,
-        "object": "realtime.item",
-        "type": "message",
-        "role": "assistant",
-        "status": status,
-        "content": content,
-    })
+/// A content part of an item.
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum Part<'a> {
+    #[serde(rename = "output_text")]
+    OutputText { text: &'a str },
+    #[serde(rename = "input_audio")]
+    InputAudio { transcript: Option<&'a str> },
+    #[serde(rename = "text")]
+    Text { text: &'a str },
+}
+
+/// A `realtime.item` of the conversation.
+#[derive(Serialize)]
+struct Item<'a> {
+    id: &'a str,
+    object: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    status: &'a str,
+    content: &'a [Part<'a>],
+}
+
+impl<'a> Item<'a> {
+    fn assistant(ids: &'a ResponseIds, status: &'a str, content: &'a [Part<'a>]) -> Self {
+        Item {
+            id: &ids.item,
+            object: "realtime.item",
+            kind: "message",
+            role: "assistant",
+            status,
+            content,
+        }
+    }
+}
+
+/// `status_details` of a response that did not complete.
+#[derive(Serialize)]
+struct Details<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    reason: &'a str,
+}
+
+/// The duplex event a `response.created` carries in its metadata.
+#[derive(Serialize)]
+struct Metadata<'a> {
+    duplex_event: DuplexCreated<'a>,
+}
+
+#[derive(Serialize)]
+struct DuplexCreated<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    response_id: &'a str,
+    epoch: u64,
+    turn_id: u64,
+}
+
+/// A `realtime.response`.
+#[derive(Serialize)]
+struct Response<'a> {
+    id: &'a str,
+    object: &'static str,
+    status: &'a str,
+    status_details: Option<Details<'a>>,
+    output: &'a [Item<'a>],
+    modalities: [&'static str; 1],
+    output_modalities: [&'static str; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+}
+
+impl<'a> Response<'a> {
+    fn text(id: &'a str, status: &'a str, output: &'a [Item<'a>]) -> Self {
+        Response {
+            id,
+            object: "realtime.response",
+            status,
+            status_details: None,
+            output,
+            modalities: ["text"],
+            output_modalities: ["text"],
+            metadata: None,
+        }
+    }
+}
+
+/// The native `input.committed` a commit's answer wraps.
+#[derive(Serialize)]
+struct InputCommitted {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    turn_id: u64,
+    epoch: u64,
+}
+
+/// The server events of responses and commits, typed: rendered by serde
+/// straight to text (a response is a dozen events; building each as a
+/// JSON tree first cost more than sending it).
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum Event<'a> {
+    #[serde(rename = "response.created")]
+    ResponseCreated {
+        response_id: &'a str,
+        response: Response<'a>,
+    },
+    #[serde(rename = "conversation.item.added")]
+    ItemAdded {
+        previous_item_id: Option<&'a str>,
+        item: &'a Item<'a>,
+    },
+    #[serde(rename = "conversation.item.created")]
+    ItemCreated {
+        previous_item_id: Option<&'a str>,
+        item: &'a Item<'a>,
+    },
+    #[serde(rename = "conversation.item.done")]
+    ItemDone {
+        previous_item_id: Option<&'a str>,
+        item: &'a Item<'a>,
+    },
+    #[serde(rename = "response.output_item.added")]
+    OutputItemAdded {
+        response_id: &'a str,
+        output_index: u32,
+        item: &'a Item<'a>,
+    },
+    #[serde(rename = "response.output_item.done")]
+    OutputItemDone {
+        response_id: &'a str,
+        output_index: u32,
+        item: &'a Item<'a>,
+    },
+    #[serde(rename = "response.content_part.added")]
+    PartAdded {
+        response_id: &'a str,
+        item_id: &'a str,
+        output_index: u32,
+        content_index: u32,
+        part: Part<'a>,
+    },
+    #[serde(rename = "response.content_part.done")]
+    PartDone {
+        response_id: &'a str,
+        item_id: &'a str,
+        output_index: u32,
+        content_index: u32,
+        part: Part<'a>,
+    },
+    #[serde(rename = "response.output_text.delta")]
+    TextDelta {
+        response_id: &'a str,
+        item_id: &'a str,
+        output_index: u32,
+        content_index: u32,
+        delta: &'a str,
+    },
+    #[serde(rename = "response.output_text.done")]
+    TextDone {
+        response_id: &'a str,
+        item_id: &'a str,
+        output_index: u32,
+        content_index: u32,
+        text: &'a str,
+    },
+    #[serde(rename = "response.done")]
+    ResponseDone {
+        response_id: &'a str,
+        response: Response<'a>,
+    },
+    #[serde(rename = "rate_limits.updated")]
+    RateLimits { rate_limits: [(); 0] },
+    #[serde(rename = "input_audio_buffer.committed")]
+    Committed {
+        previous_item_id: Option<&'a str>,
+        item_id: &'a str,
+        event: InputCommitted,
+    },
+}
+
+impl Event<'_> {
+    /// The event's JSON text. Every field is a string, a number, a bool,
+    /// null or a sequence of those, which always serialises.
+    fn render(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// The events that open a response, in the contract's order:
 /// `response.created`, `conversation.item.added` and `.created`,
-/// `response.output_item.added`, `response.content_part.added`.
+/// `response.output_item.added`, `response.content_part.added`; each the
+/// text of one JSON object.
 ///
 /// ```
 /// use duplex_gateway::protocol::realtime::{response_opened, ResponseIds};
 ///
 /// let events = response_opened(&ResponseIds::of("r1"), 0, 3);
-/// assert_eq!(events[0]["type"], "response.created");
-/// assert_eq!(events[4]["type"], "response.content_part.added");
+/// let first: serde_json::Value = serde_json::from_str(&events[0])?;
+/// let last: serde_json::Value = serde_json::from_str(&events[4])?;
+/// assert_eq!(first["type"], "response.created");
+/// assert_eq!(first["response"]["metadata"]["duplex_event"]["turn_id"], 3);
+/// assert_eq!(last["type"], "response.content_part.added");
+/// # Ok::<(), serde_json::Error>(())
 /// ```
-pub fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<Value> {
-    let item = assistant_item(ids, "in_progress", None);
-    vec![
-        json!({
-            "type": "response.created",
-            "response_id": ids.response,
-            "response": {
-                "id": ids.response, "object": "realtime.response", "status": "in_progress",
-                "status_details": null, "output": [], "modalities": ["text"], "output_modalities": ["text"],
-                "metadata": {"duplex_event": {"type": "response.created", "response_id": ids.response, "epoch": epoch, "turn_id": turn}},
-            },
-        }),
-        json!({"type": "conversation.item.added", "previous_item_id": null, "item": item}),
-        json!({"type": "conversation.item.created", "previous_item_id": null, "item": item}),
-        json!({"type": "response.output_item.added", "response_id": ids.response, "output_index": 0, "item": item}),
-        json!({
-            "type": "response.content_part.added", "response_id": ids.response, "item_id": ids.item,
-            "output_index": 0, "content_index": 0, "part": {"type": "text", "text": ""},
-        }),
+pub fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<String> {
+    let item = &Item::assistant(ids, "in_progress", &[]);
+    let mut response = Response::text(&ids.response, "in_progress", &[]);
+    response.metadata = Some(Metadata {
+        duplex_event: DuplexCreated {
+            kind: "response.created",
+            response_id: &ids.response,
+            epoch,
+            turn_id: turn,
+        },
+    });
+    [
+        Event::ResponseCreated {
+            response_id: &ids.response,
+            response,
+        },
+        Event::ItemAdded {
+            previous_item_id: None,
+            item,
+        },
+        Event::ItemCreated {
+            previous_item_id: None,
+            item,
+        },
+        Event::OutputItemAdded {
+            response_id: &ids.response,
+            output_index: 0,
+            item,
+        },
+        Event::PartAdded {
+            response_id: &ids.response,
+            item_id: &ids.item,
+            output_index: 0,
+            content_index: 0,
+            part: Part::Text { text: "" },
+        },
     ]
+    .iter()
+    .map(Event::render)
+    .collect()
 }
 
-/// One text delta of a response.
+/// `session.heartbeat_ack`, rendered (a streaming client may send a
+/// heartbeat with every chunk, so it is written without a JSON tree).
+///
+/// ```
+/// let ack: serde_json::Value =
+///     serde_json::from_str(&duplex_gateway::protocol::realtime::heartbeat_ack("call \"1\""))?;
+/// assert_eq!(ack, serde_json::json!({"type": "session.heartbeat_ack", "session_id": "call \"1\""}));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub fn heartbeat_ack(session_id: &str) -> String {
+    let mut out = String::with_capacity(64 + session_id.len());
+    out.push_str(r#"{"type":"session.heartbeat_ack","session_id":"#);
+    // A `&str` always serialises.
+    out.push_str(&serde_json::to_string(session_id).unwrap_or_default());
+    out.push('}');
+    out
+}
+
+/// One text delta of a response, as JSON text.
 ///
 /// ```
 /// use duplex_gateway::protocol::realtime::{text_delta, ResponseIds};
 ///
-/// let d = text_delta(&ResponseIds::of("r1"), "Hi");
+/// let d: serde_json::Value = serde_json::from_str(&text_delta(&ResponseIds::of("r1"), "Hi"))?;
 /// assert_eq!((d["type"].as_str(), d["delta"].as_str()), (Some("response.output_text.delta"), Some("Hi")));
+/// # Ok::<(), serde_json::Error>(())
 /// ```
-pub fn text_delta(ids: &ResponseIds, delta: &str) -> Value {
-    json!({
-        "type": "response.output_text.delta", "response_id": ids.response, "item_id": ids.item,
-        "output_index": 0, "content_index": 0, "delta": delta,
-    })
+pub fn text_delta(ids: &ResponseIds, delta: &str) -> String {
+    Event::TextDelta {
+        response_id: &ids.response,
+        item_id: &ids.item,
+        output_index: 0,
+        content_index: 0,
+        delta,
+    }
+    .render()
 }
 
 /// The events that end a response: for `completed`, the `.done` events of
 /// the text, the part and the item; then `response.done` with `status`
-/// (`completed` or `cancelled`, with `reason`) and `rate_limits.updated`.
+/// (`completed` or `cancelled`, with `reason`) and `rate_limits.updated`;
+/// each the text of one JSON object.
 ///
 /// ```
 /// use duplex_gateway::protocol::realtime::{response_ended, ResponseIds};
@@ -153,66 +379,270 @@ pub fn text_delta(ids: &ResponseIds, delta: &str) -> Value {
 /// let ids = ResponseIds::of("r1");
 /// assert_eq!(response_ended(&ids, "Hi", "completed", None).len(), 6);
 /// let cancelled = response_ended(&ids, "H", "cancelled", Some("barge_in"));
-/// assert_eq!(cancelled[0]["response"]["status_details"]["reason"], "barge_in");
+/// let done: serde_json::Value = serde_json::from_str(&cancelled[0])?;
+/// assert_eq!(done["response"]["status_details"]["reason"], "barge_in");
+/// # Ok::<(), serde_json::Error>(())
 /// ```
 pub fn response_ended(
     ids: &ResponseIds,
     text: &str,
     status: &str,
     reason: Option<&str>,
-) -> Vec<Value> {
-    let item_status = if status == "completed" {
-        "completed"
-    } else {
-        "incomplete"
-    };
-    let item = assistant_item(ids, item_status, Some(text));
-    let mut out = Vec::with_capacity(7);
-    if status == "completed" {
-        out.push(json!({
-            "type": "response.output_text.done", "response_id": ids.response, "item_id": ids.item,
-            "output_index": 0, "content_index": 0, "text": text,
-        }));
-        out.push(json!({
-            "type": "response.content_part.done", "response_id": ids.response, "item_id": ids.item,
-            "output_index": 0, "content_index": 0, "part": {"type": "text", "text": text},
-        }));
-        out.push(json!({"type": "response.output_item.done", "response_id": ids.response, "output_index": 0, "item": item}));
-        out.push(json!({"type": "conversation.item.done", "previous_item_id": null, "item": item}));
+) -> Vec<String> {
+    let completed = status == "completed";
+    let content = [Part::OutputText { text }];
+    let item = Item::assistant(
+        ids,
+        if completed { "completed" } else { "incomplete" },
+        &content,
+    );
+    let item = &item;
+    let mut out = Vec::with_capacity(6);
+    if completed {
+        out.push(
+            Event::TextDone {
+                response_id: &ids.response,
+                item_id: &ids.item,
+                output_index: 0,
+                content_index: 0,
+                text,
+            }
+            .render(),
+        );
+        out.push(
+            Event::PartDone {
+                response_id: &ids.response,
+                item_id: &ids.item,
+                output_index: 0,
+                content_index: 0,
+                part: Part::Text { text },
+            }
+            .render(),
+        );
+        out.push(
+            Event::OutputItemDone {
+                response_id: &ids.response,
+                output_index: 0,
+                item,
+            }
+            .render(),
+        );
+        out.push(
+            Event::ItemDone {
+                previous_item_id: None,
+                item,
+            }
+            .render(),
+        );
     }
-    let details = reason.map(|r| json!({"type": status, "reason": r}));
-    out.push(json!({
-        "type": "response.done",
-        "response_id": ids.response,
-        "response": {
-            "id": ids.response, "object": "realtime.response", "status": status,
-            "status_details": details, "output": [item], "modalities": ["text"], "output_modalities": ["text"],
-        },
-    }));
-    out.push(json!({"type": "rate_limits.updated", "rate_limits": []}));
+    let mut response = Response::text(&ids.response, status, std::slice::from_ref(item));
+    response.status_details = reason.map(|reason| Details {
+        kind: status,
+        reason,
+    });
+    out.push(
+        Event::ResponseDone {
+            response_id: &ids.response,
+            response,
+        }
+        .render(),
+    );
+    out.push(Event::RateLimits { rate_limits: [] }.render());
     out
 }
 
 /// The events of a commit: the user item, `input_audio_buffer.committed`
-/// and `conversation.item.done`.
+/// and `conversation.item.done`; each the text of one JSON object.
 ///
 /// ```
 /// let events = duplex_gateway::protocol::realtime::committed("item_1", None, 0, 0);
-/// assert_eq!(events[2]["type"], "input_audio_buffer.committed");
-/// assert_eq!(events[2]["item_id"], "item_1");
+/// let answer: serde_json::Value = serde_json::from_str(&events[2])?;
+/// assert_eq!(answer["type"], "input_audio_buffer.committed");
+/// assert_eq!(answer["item_id"], "item_1");
+/// # Ok::<(), serde_json::Error>(())
 /// ```
-pub fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<Value> {
-    let user = json!({
-        "id": item, "object": "realtime.item", "type": "message", "role": "user",
-        "status": "completed", "content": [{"type": "input_audio", "transcript": null}],
-    });
-    vec![
-        json!({"type": "conversation.item.added", "previous_item_id": previous, "item": user}),
-        json!({"type": "conversation.item.created", "previous_item_id": previous, "item": user}),
-        json!({
-            "type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item,
-            "event": {"type": "input.committed", "turn_id": turn, "epoch": epoch},
-        }),
-        json!({"type": "conversation.item.done", "previous_item_id": previous, "item": user}),
+pub fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<String> {
+    let content = [Part::InputAudio { transcript: None }];
+    let user = &Item {
+        id: item,
+        object: "realtime.item",
+        kind: "message",
+        role: "user",
+        status: "completed",
+        content: &content,
+    };
+    [
+        Event::ItemAdded {
+            previous_item_id: previous,
+            item: user,
+        },
+        Event::ItemCreated {
+            previous_item_id: previous,
+            item: user,
+        },
+        Event::Committed {
+            previous_item_id: previous,
+            item_id: item,
+            event: InputCommitted {
+                kind: "input.committed",
+                turn_id: turn,
+                epoch,
+            },
+        },
+        Event::ItemDone {
+            previous_item_id: previous,
+            item: user,
+        },
     ]
+    .iter()
+    .map(Event::render)
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The typed events against the JSON trees they replaced (written
+    //! with `json!` from the contract's examples): the same events, member
+    //! for member.
+
+    use super::ResponseIds;
+    use serde_json::{json, Value};
+
+    fn assistant_item(ids: &ResponseIds, status: &str, text: Option<&str>) -> Value {
+        let content = match text {
+            Some(t) => json!([{"type": "output_text", "text": t}]),
+            None => json!([]),
+        };
+        json!({
+            "id": ids.item,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "status": status,
+            "content": content,
+        })
+    }
+
+    fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<Value> {
+        let item = assistant_item(ids, "in_progress", None);
+        vec![
+            json!({
+                "type": "response.created",
+                "response_id": ids.response,
+                "response": {
+                    "id": ids.response, "object": "realtime.response", "status": "in_progress",
+                    "status_details": null, "output": [], "modalities": ["text"], "output_modalities": ["text"],
+                    "metadata": {"duplex_event": {"type": "response.created", "response_id": ids.response, "epoch": epoch, "turn_id": turn}},
+                },
+            }),
+            json!({"type": "conversation.item.added", "previous_item_id": null, "item": item}),
+            json!({"type": "conversation.item.created", "previous_item_id": null, "item": item}),
+            json!({"type": "response.output_item.added", "response_id": ids.response, "output_index": 0, "item": item}),
+            json!({
+                "type": "response.content_part.added", "response_id": ids.response, "item_id": ids.item,
+                "output_index": 0, "content_index": 0, "part": {"type": "text", "text": ""},
+            }),
+        ]
+    }
+
+    fn text_delta(ids: &ResponseIds, delta: &str) -> Value {
+        json!({
+            "type": "response.output_text.delta", "response_id": ids.response, "item_id": ids.item,
+            "output_index": 0, "content_index": 0, "delta": delta,
+        })
+    }
+
+    fn response_ended(
+        ids: &ResponseIds,
+        text: &str,
+        status: &str,
+        reason: Option<&str>,
+    ) -> Vec<Value> {
+        let item_status = if status == "completed" {
+            "completed"
+        } else {
+            "incomplete"
+        };
+        let item = assistant_item(ids, item_status, Some(text));
+        let mut out = Vec::with_capacity(7);
+        if status == "completed" {
+            out.push(json!({
+                "type": "response.output_text.done", "response_id": ids.response, "item_id": ids.item,
+                "output_index": 0, "content_index": 0, "text": text,
+            }));
+            out.push(json!({
+                "type": "response.content_part.done", "response_id": ids.response, "item_id": ids.item,
+                "output_index": 0, "content_index": 0, "part": {"type": "text", "text": text},
+            }));
+            out.push(json!({"type": "response.output_item.done", "response_id": ids.response, "output_index": 0, "item": item}));
+            out.push(
+                json!({"type": "conversation.item.done", "previous_item_id": null, "item": item}),
+            );
+        }
+        let details = reason.map(|r| json!({"type": status, "reason": r}));
+        out.push(json!({
+            "type": "response.done",
+            "response_id": ids.response,
+            "response": {
+                "id": ids.response, "object": "realtime.response", "status": status,
+                "status_details": details, "output": [item], "modalities": ["text"], "output_modalities": ["text"],
+            },
+        }));
+        out.push(json!({"type": "rate_limits.updated", "rate_limits": []}));
+        out
+    }
+
+    fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<Value> {
+        let user = json!({
+            "id": item, "object": "realtime.item", "type": "message", "role": "user",
+            "status": "completed", "content": [{"type": "input_audio", "transcript": null}],
+        });
+        vec![
+            json!({"type": "conversation.item.added", "previous_item_id": previous, "item": user}),
+            json!({"type": "conversation.item.created", "previous_item_id": previous, "item": user}),
+            json!({
+                "type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item,
+                "event": {"type": "input.committed", "turn_id": turn, "epoch": epoch},
+            }),
+            json!({"type": "conversation.item.done", "previous_item_id": previous, "item": user}),
+        ]
+    }
+
+    fn parsed(events: &[String]) -> Vec<Value> {
+        events
+            .iter()
+            .map(|e| serde_json::from_str(e).expect("rendered events are JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn typed_events_are_the_trees() {
+        let ids = ResponseIds::of("r\"7");
+        assert_eq!(
+            parsed(&super::response_opened(&ids, 2, 9)),
+            response_opened(&ids, 2, 9)
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&super::text_delta(&ids, "a\nb")).unwrap(),
+            text_delta(&ids, "a\nb")
+        );
+        for (status, reason) in [
+            ("completed", None),
+            ("cancelled", Some("barge_in")),
+            ("failed", Some("node_lost")),
+        ] {
+            assert_eq!(
+                parsed(&super::response_ended(&ids, "so \"far\"", status, reason)),
+                response_ended(&ids, "so \"far\"", status, reason)
+            );
+        }
+        assert_eq!(
+            parsed(&super::committed("item_1", None, 0, 0)),
+            committed("item_1", None, 0, 0)
+        );
+        assert_eq!(
+            parsed(&super::committed("item_2", Some("item_1"), 4, 1)),
+            committed("item_2", Some("item_1"), 4, 1)
+        );
+    }
 }

@@ -150,14 +150,19 @@ impl Connection {
     async fn on_realtime_event(&mut self, event: RealtimeEvent) {
         let session_event = !matches!(
             event,
-            RealtimeEvent::Heartbeat
-                | RealtimeEvent::EventAck { .. }
-                | RealtimeEvent::Unsupported { .. }
+            RealtimeEvent::EventAck { .. } | RealtimeEvent::Unsupported { .. }
         );
         if session_event {
             if let Some(moved) = self.drain_answer() {
+                // `session.moved` tells this socket to go elsewhere: it
+                // describes the attachment, not the session, so it is not
+                // numbered (as `session.replaced` is not). Numbered, it
+                // would put the client's cursor past what this node could
+                // still store once another node adopted the session.
                 if let Some(e) = Self::rt_error(&moved, None) {
-                    self.rt_send(vec![e]).await;
+                    self.outbox
+                        .send(tokio_tungstenite::tungstenite::Message::text(e.to_string()))
+                        .await;
                 }
                 return;
             }
@@ -361,21 +366,27 @@ impl Connection {
         // node of a cluster (its stream is rebuilt from the journal that
         // node stored) or opened in the native dialect (no journal: a
         // cursor after 0 cannot be served).
-        // On a node of a cluster the stored journal is the truth: a
-        // stream here is kept only if it has everything stored (the
-        // session may have moved away and back since it was made).
+        // On a node of a cluster the stored journal is the truth. A stream
+        // here is kept only if it is that journal: it has stored every
+        // event it numbered, at the incarnation this node holds the
+        // session at now (a session that moved away and back has a new
+        // one; a stream whose write failed numbered events the store
+        // lacks). Any other stream here is stale, and is replaced.
         let known = self.shared.journals.get(&held.session);
         let mut restored = false;
         let stream = match (known, &self.shared.node) {
             (known, Some(node)) => match node.directory.journal(held.session.as_str()).await {
                 Ok(stored) => {
                     let stored_last = stored.last().map_or(0, |(seq, _)| *seq);
-                    let local_last = match &known {
-                        Some(stream) => Some(stream.position().await.0),
-                        None => None,
+                    let current = match &known {
+                        Some(stream) => {
+                            stream.stores_at(held.incarnation).await
+                                && (stored.is_empty() || stream.position().await.0 == stored_last)
+                        }
+                        None => false,
                     };
-                    match (known, local_last) {
-                        (Some(stream), Some(last)) if last >= stored_last => stream,
+                    match known {
+                        Some(stream) if current => stream,
                         _ => {
                             restored = true;
                             self.shared.journals.remove(&held.session).await;
@@ -429,6 +440,14 @@ impl Connection {
                 ));
             }
             Err(why) => {
+                tracing::debug!(
+                    session = %held.session,
+                    cursor,
+                    last,
+                    restored,
+                    "resume refused: {}",
+                    why.reason()
+                );
                 let note = json!({"type": "session.resync_required", "session_id": session_id, "reason": why.reason()});
                 self.outbox
                     .send(tokio_tungstenite::tungstenite::Message::text(
@@ -454,7 +473,12 @@ impl Connection {
             s.touch(&fence, Activity::Heartbeat, now)
         });
         let answer = match touched {
-            Some(Ok(())) => json!({"type": "session.heartbeat_ack", "session_id": held.client_id}),
+            Some(Ok(())) => {
+                rt.stream
+                    .emit_rendered([realtime::heartbeat_ack(&held.client_id)])
+                    .await;
+                return;
+            }
             Some(Err(e)) => {
                 let refusal = self.manager_error(&Error::from(e), None);
                 Self::rt_error(&refusal, None).unwrap_or(Value::Null)
@@ -528,7 +552,7 @@ impl Connection {
         rt.pending = false;
         rt.turn += 1;
         let respond = response_create.unwrap_or(rt.auto_response);
-        self.rt_send(events).await;
+        rt.stream.emit_rendered(events).await;
         if respond {
             self.rt_respond(event_id).await;
         }
