@@ -26,7 +26,7 @@ use rand_core::{RngCore, SeedableRng};
 /// A local cluster of gateway nodes over one Redis, under load, with node
 /// kills and drains.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Gateway nodes.
     #[arg(long, default_value_t = 3)]
@@ -61,10 +61,15 @@ struct Args {
     /// The dialect the load clients speak: native or realtime.
     #[arg(long, default_value = "native")]
     dialect: loadgen::Dialect,
-    /// Directory for the nodes' logs (default: a fresh one under the
-    /// system's temporary directory).
+    /// Directory for the nodes' logs, kept (default: a fresh one under
+    /// the system's temporary directory, removed after a run that passed).
     #[arg(long)]
     logs: Option<PathBuf>,
+    /// The nodes' `--auth-secret`, given to the clients too (each signs a
+    /// bearer token of its own principal). Unset, the nodes run without
+    /// auth whatever their environment holds.
+    #[arg(long, env = "DUPLEX_AUTH_SECRET", hide_env_values = true)]
+    auth_secret: Option<String>,
 }
 
 /// A running node.
@@ -81,6 +86,7 @@ struct Setup {
     grace_s: u64,
     admin_token: String,
     resume_key: String,
+    auth_secret: Option<String>,
     logs: PathBuf,
     starts: usize,
 }
@@ -109,7 +115,14 @@ impl Setup {
         let log = self.logs.join(format!("node{index}.{}.log", self.starts));
         let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new(&self.gateway)
+        let mut command = Command::new(&self.gateway);
+        // The nodes and the clients share one auth setting: a secret in
+        // this process's environment would otherwise reach the nodes only.
+        match &self.auth_secret {
+            Some(secret) => command.env("DUPLEX_AUTH_SECRET", secret),
+            None => command.env_remove("DUPLEX_AUTH_SECRET"),
+        };
+        let child = command
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(redis_args(&self.redis))
             .args(["--node", &format!("n{index}")])
@@ -183,22 +196,33 @@ async fn drain(node: &mut Node) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Warnings by default: the replies counted `unexpected` are logged at
+    // that level, and the verdict points at them (`RUST_LOG` overrides).
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing::level_filters::LevelFilter::WARN.into())
+        .from_env_lossy();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    match run(&args).await {
+    let logs = args.logs.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("duplex-cluster-{}", std::process::id()))
+    });
+    match run(&args, logs.clone()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("duplex-cluster: {e}");
+            if logs.exists() {
+                eprintln!("duplex-cluster: node logs in {}", logs.display());
+            }
             ExitCode::from(2)
         }
     }
 }
 
-async fn run(args: &Args) -> Result<bool, String> {
+async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     if args.nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
@@ -206,10 +230,6 @@ async fn run(args: &Args) -> Result<bool, String> {
     let store = LocalRedis::start(args.redis_cluster).map_err(|e| e.to_string())?;
     let target = store.target();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let logs = match &args.logs {
-        Some(dir) => dir.clone(),
-        None => std::env::temp_dir().join(format!("duplex-cluster-{}", std::process::id())),
-    };
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     let gateway = std::env::current_exe()
         .map_err(|e| e.to_string())?
@@ -220,6 +240,7 @@ async fn run(args: &Args) -> Result<bool, String> {
         grace_s: args.grace_s,
         admin_token: secret(16)?,
         resume_key: secret(32)?,
+        auth_secret: args.auth_secret.clone(),
         logs,
         starts: 0,
     };
@@ -239,6 +260,7 @@ async fn run(args: &Args) -> Result<bool, String> {
         grace: Duration::from_secs(args.grace_s),
         seed: args.seed,
         admin_token: Some(setup.admin_token.clone()),
+        auth_secret: setup.auth_secret.clone(),
         dialect: args.dialect,
         ..loadgen::Config::new("", args.clients, Duration::from_secs(args.duration_s))
     };
@@ -329,8 +351,13 @@ async fn run(args: &Args) -> Result<bool, String> {
     for why in &failures {
         eprintln!("duplex-cluster: FAILED: {why}");
     }
-    if !failures.is_empty() {
+    if !failures.is_empty() || args.logs.is_some() {
         eprintln!("duplex-cluster: node logs in {}", setup.logs.display());
+    } else if let Err(e) = std::fs::remove_dir_all(&setup.logs) {
+        eprintln!(
+            "duplex-cluster: cannot remove the node logs in {}: {e}",
+            setup.logs.display()
+        );
     }
     Ok(failures.is_empty())
 }

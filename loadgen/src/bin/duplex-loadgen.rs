@@ -13,7 +13,7 @@ use duplex_loadgen::{run, Config};
 
 /// Loopback load test of a duplex-gateway, with faults.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// The gateway: ws://HOST:PORT on this machine. Give it several times
     /// for the nodes of one cluster: clients go round them, and resume on
@@ -55,8 +55,13 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Warnings by default: the replies counted `unexpected` are logged at
+    // that level, and the verdict points at them (`RUST_LOG` overrides).
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing::level_filters::LevelFilter::WARN.into())
+        .from_env_lossy();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();

@@ -379,6 +379,13 @@ impl Client {
         ws.send(message).await.map_err(|_| Gone)
     }
 
+    /// Queues `message` without flushing: the next `send` writes both.
+    async fn feed(&mut self, message: Message) -> Result<(), Gone> {
+        let ws = self.ws.as_mut().ok_or(Gone)?;
+        self.tally.events += 1;
+        ws.feed(message).await.map_err(|_| Gone)
+    }
+
     async fn send_json(&mut self, value: serde_json::Value) -> Result<(), Gone> {
         self.send(Message::text(value.to_string())).await
     }

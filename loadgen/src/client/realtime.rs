@@ -24,6 +24,30 @@ use super::{forged, Ack, Client, Gone, Held, Sent, REPLY_TIMEOUT};
 /// them (`session.event_ack`), which keeps the session's journal short.
 const ACK_EVERY: u64 = 64;
 
+/// What every reply is read for: its type and number.
+#[derive(serde::Deserialize)]
+struct Peek<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    server_event_seq: Option<u64>,
+}
+
+impl Peek<'_> {
+    /// A streaming event the client only lets pass (numbered, counted by
+    /// its number): a response's own events but its `response.done`, a
+    /// commit's, `session.updated`.
+    fn passing(&self) -> bool {
+        let k = self.kind.as_ref();
+        k != "response.done"
+            && (k.starts_with("response.")
+                || k.starts_with("conversation.item.")
+                || k == "rate_limits.updated"
+                || k == "input_audio_buffer.committed"
+                || k == "session.updated")
+    }
+}
+
 fn kind(v: &Value) -> &str {
     v.get("type").and_then(Value::as_str).unwrap_or("")
 }
@@ -48,12 +72,23 @@ impl Client {
                 Message::Close(_) => return Err(Gone),
                 _ => continue,
             };
-            let Ok(event) = serde_json::from_str::<Value>(text.as_str()) else {
+            // Most events are read for their type and number alone; the
+            // tree is built only for those the client looks into.
+            let Ok(peek) = serde_json::from_str::<Peek<'_>>(text.as_str()) else {
                 tracing::warn!(client = self.idx, "undecodable reply {text}");
                 self.tally.unexpected += 1;
                 continue;
             };
-            if let Some(seq) = event.get("server_event_seq").and_then(Value::as_u64) {
+            let event = if peek.passing() {
+                Value::Null
+            } else if let Ok(event) = serde_json::from_str::<Value>(text.as_str()) {
+                event
+            } else {
+                tracing::warn!(client = self.idx, "undecodable reply {text}");
+                self.tally.unexpected += 1;
+                continue;
+            };
+            if let Some(seq) = peek.server_event_seq {
                 if seq != self.seq + 1 {
                     tracing::warn!(
                         client = self.idx,
@@ -69,10 +104,12 @@ impl Client {
                     self.send(Message::text(ack.to_string())).await?;
                 }
             }
-            let replayed = event
-                .get("server_event_seq")
-                .and_then(Value::as_u64)
+            let replayed = peek
+                .server_event_seq
                 .is_some_and(|seq| seq <= self.replay_until);
+            if peek.passing() {
+                continue;
+            }
             match kind(&event) {
                 "response.done" => {
                     let status = event.pointer("/response/status").and_then(Value::as_str);
@@ -204,9 +241,16 @@ impl Client {
             return Ok(());
         };
         let start = Instant::now();
-        self.send_json(json!({"type": "input_audio_buffer.append", "event_id": sent.event_id, "audio": self.audio}))
+        // The chunk and its heartbeat leave in one write, as a client that
+        // batches its socket writes sends them.
+        let append = format!(
+            r#"{{"type":"input_audio_buffer.append","event_id":{},"audio":{}}}"#,
+            Value::from(sent.event_id.as_str()),
+            Value::from(self.audio.as_str()),
+        );
+        self.feed(Message::text(append)).await?;
+        self.send(Message::text(r#"{"type":"session.heartbeat"}"#))
             .await?;
-        self.send_json(json!({"type": "session.heartbeat"})).await?;
         let mut refused = None;
         loop {
             let answer = self.rt_reply().await?;
