@@ -204,6 +204,9 @@ pub(super) struct Client {
     acked: u64,
     /// Events up to this seq are a resume's replay.
     replay_until: u64,
+    /// Realtime: a response this client asked for has not ended yet (a
+    /// commit then asks for none: the server would refuse a second one).
+    responding: bool,
     /// The end of a realtime run: the audit is the native dialect's.
     auditing: bool,
 }
@@ -239,6 +242,7 @@ impl Client {
             seq: 0,
             acked: 0,
             replay_until: 0,
+            responding: false,
             auditing: false,
         }
     }

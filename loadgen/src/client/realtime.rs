@@ -112,6 +112,7 @@ impl Client {
             }
             match kind(&event) {
                 "response.done" => {
+                    self.responding = false;
                     let status = event.pointer("/response/status").and_then(Value::as_str);
                     match status {
                         Some("completed") => self.tally.responses += 1,
@@ -145,6 +146,7 @@ impl Client {
         self.seq = 0;
         self.acked = 0;
         self.replay_until = 0;
+        self.responding = false;
         self.send_json(json!({"type": "session.update", "session": {"model": "loadgen"}}))
             .await?;
         let created = self.rt_reply().await?;
@@ -306,7 +308,11 @@ impl Client {
         if self.held.is_none() {
             return Ok(());
         }
-        self.send_json(json!({"type": "input_audio_buffer.commit", "response_create": true}))
+        // One response at a time, as the protocol allows: a commit made
+        // while the last response still streams asks for none.
+        let respond = !self.responding;
+        self.responding |= respond;
+        self.send_json(json!({"type": "input_audio_buffer.commit", "response_create": respond}))
             .await?;
         self.recent.clear();
         if !self.chance(super::P_BARGE_IN) {
