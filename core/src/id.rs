@@ -248,6 +248,7 @@ impl<const L: usize> fmt::Display for Id<L> {
 }
 
 #[cfg(feature = "defmt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "defmt")))]
 impl<const L: usize> defmt::Format for Id<L> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(f, "{=str}", self.as_str());

@@ -97,6 +97,7 @@
 //!   a restore that validates everything before a session exists.
 
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
@@ -131,6 +132,7 @@ pub use requests::{RequestIds, RequestState};
 pub use session::any::AnySession;
 pub use session::expiry::Expiry;
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use session::snapshot::{max_snapshot_len, SnapshotError, SNAPSHOT_VERSION};
 pub use session::state::{
     Attached, Closed, Closing, Detached, Finalizable, Live, Open, State, StateKind, Unfinished,
@@ -187,3 +189,8 @@ mod guarantees {
     const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_496);
     const_assert!(core::mem::size_of::<AnySession>() <= 1_504);
 }
+
+// The crate's README is what crates.io shows: its examples are tested.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -277,6 +277,7 @@ impl<const L: usize> StoredId<L> for Id<L> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub use heap::{Heap, HeapColumn, HeapId};
 
 #[cfg(feature = "alloc")]

@@ -66,6 +66,7 @@ impl Clock for MonotonicClock {
 /// ```
 #[cfg(feature = "tokio")]
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct TokioClock {
     origin: tokio::time::Instant,
 }

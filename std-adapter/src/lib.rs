@@ -51,6 +51,7 @@
 //! dependencies.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod clock;
@@ -63,6 +64,7 @@ mod view;
 
 pub use clock::MonotonicClock;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use clock::TokioClock;
 pub use duplex_core::Expiry;
 pub use error::Error;
@@ -74,3 +76,8 @@ pub use shared::{
     default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager,
 };
 pub use view::SessionView;
+
+// The crate's README is what crates.io shows: its examples are tested.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -285,6 +285,7 @@ impl<
     /// # }
     /// ```
     #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn reap(
         self: Arc<Self>,
         mut handler: impl FnMut(&Expiry<L, R>),

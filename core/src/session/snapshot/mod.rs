@@ -35,6 +35,7 @@ use crate::time::{Duration, Instant};
 /// assert_eq!(s.snapshot(&mut buf)?[0], SNAPSHOT_VERSION);
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub const SNAPSHOT_VERSION: u8 = 2;
 
 /// Why a snapshot could not be written or restored. Nothing is restored
@@ -50,6 +51,7 @@ pub const SNAPSHOT_VERSION: u8 = 2;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub enum SnapshotError {
     /// The buffer given to `snapshot` cannot hold the image.
     #[error("the buffer is too small for the snapshot (at most {needed} bytes)")]
@@ -192,6 +194,7 @@ const fn id_len(l: usize) -> usize {
 /// use duplex_core::{max_snapshot_len, Open, Session};
 /// assert_eq!(max_snapshot_len(8, 8, 4, 32, 4), Session::<Open>::SNAPSHOT_MAX);
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub const fn max_snapshot_len(
     resources: usize,
     completed: usize,
@@ -264,6 +267,7 @@ impl<
     /// assert_eq!((open.fence(), open.resources().count()), (&f, 1));
     /// # Ok::<(), Box<dyn core::error::Error>>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn snapshot<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], SnapshotError>
     where
         S: Unfinished,
@@ -366,6 +370,7 @@ impl<
     /// assert_eq!(back.as_detached().map(|d| d.state().since()), Some(Instant::from_millis(40)));
     /// # Ok::<(), Box<dyn core::error::Error>>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn snapshot<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], SnapshotError>
     where
         SC: Serialize,
@@ -403,6 +408,7 @@ impl<
     /// assert!(matches!(AnySession::restore(image), Err(SnapshotError::Profile { .. })));
     /// # Ok::<(), Box<dyn core::error::Error>>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn restore_with_capacities<'de>(bytes: &'de [u8]) -> Result<Self, SnapshotError>
     where
         SC: Deserialize<'de>,
@@ -545,6 +551,7 @@ impl AnySession {
     /// assert_eq!(AnySession::restore(&[]).unwrap_err(), SnapshotError::Malformed);
     /// assert_eq!(AnySession::restore(&[9, 8, 4, 8, 4, 32, 4]).unwrap_err(), SnapshotError::Version { found: 9, expected: SNAPSHOT_VERSION });
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn restore(bytes: &[u8]) -> Result<Self, SnapshotError> {
         Self::restore_with_capacities(bytes)
     }
