@@ -261,12 +261,31 @@ impl Stream {
             .await;
     }
 
-    /// As [`emit`](Self::emit), for events already rendered: each the
-    /// text of one JSON object (the frequent answers are written without
-    /// building a JSON tree).
-    pub(crate) async fn emit_rendered(&self, events: impl IntoIterator<Item = String>) {
+    /// A connection's answers to its client's events: numbered and
+    /// journaled like every event of the session while that connection is
+    /// the session's attached socket (`attachment`); once another socket
+    /// has resumed the session, they go to the connection's own socket
+    /// unnumbered (they answer what that socket sent, which holds the
+    /// session no more) and never to the socket that holds it now.
+    pub(crate) async fn answer(
+        &self,
+        attachment: u64,
+        own: &Outbox,
+        events: impl IntoIterator<Item = String>,
+    ) {
         let mut state = self.state.lock().await;
-        self.emit_locked(&mut state, events).await;
+        if state
+            .attached
+            .as_ref()
+            .is_some_and(|(generation, _)| *generation == attachment)
+        {
+            self.emit_locked(&mut state, events).await;
+        } else {
+            drop(state);
+            for event in events {
+                own.send(Message::text(event)).await;
+            }
+        }
     }
 
     async fn emit_locked(&self, state: &mut State, events: impl IntoIterator<Item = String>) {
@@ -710,7 +729,7 @@ mod tests {
             let stream = Arc::clone(&stream);
             tokio::spawn(async move {
                 for _ in 0..400 {
-                    stream.emit_rendered([r#"{"type":"x"}"#.to_owned()]).await;
+                    stream.emit(vec![serde_json::json!({"type": "x"})]).await;
                 }
             })
         };
@@ -729,10 +748,62 @@ mod tests {
             "{} of {numbered}",
             seen.len()
         );
-        stream.emit_rendered([r#"{"type":"y"}"#.to_owned()]).await;
+        stream.emit(vec![serde_json::json!({"type": "y"})]).await;
         drain(&mut rx, &mut seen);
         let expected: Vec<u64> = (1..=numbered + 1).collect();
         assert_eq!(seen, expected);
+    }
+
+    /// An answer from a connection another socket has superseded goes to
+    /// that connection's own socket, unnumbered: the socket that holds the
+    /// session never gets an answer to what it did not send.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_superseded_connection_answers_its_own_socket() {
+        let journals = Arc::new(Journals::default());
+        let stream = journals.stream(&Id::new("s3").unwrap());
+        let (old, mut old_rx) = Outbox::new(1 << 20);
+        let (new, mut new_rx) = Outbox::new(1 << 20);
+        let (first, _) = stream
+            .attach(old.clone(), None, None::<fn(u64) -> Value>)
+            .await
+            .unwrap();
+        stream
+            .answer(first, &old, [r#"{"type":"a"}"#.to_owned()])
+            .await;
+        let (second, _) = stream
+            .attach(new.clone(), Some(1), None::<fn(u64) -> Value>)
+            .await
+            .unwrap();
+        stream
+            .answer(first, &old, [r#"{"type":"late"}"#.to_owned()])
+            .await;
+        stream
+            .answer(second, &new, [r#"{"type":"b"}"#.to_owned()])
+            .await;
+        let (mut on_old, mut on_new) = (Vec::new(), Vec::new());
+        while let Ok(m) = old_rx.try_recv() {
+            on_old.push(serde_json::from_str::<Value>(m.to_text().unwrap()).unwrap());
+        }
+        while let Ok(m) = new_rx.try_recv() {
+            on_new.push(serde_json::from_str::<Value>(m.to_text().unwrap()).unwrap());
+        }
+        assert_eq!(on_old.len(), 2);
+        assert_eq!(on_old[0]["server_event_seq"], 1);
+        assert_eq!(
+            (
+                on_old[1]["type"].as_str(),
+                on_old[1].get("server_event_seq")
+            ),
+            (Some("late"), None)
+        );
+        assert_eq!(on_new.len(), 1);
+        assert_eq!(
+            (
+                on_new[0]["type"].as_str(),
+                on_new[0]["server_event_seq"].as_u64()
+            ),
+            (Some("b"), Some(2))
+        );
     }
 
     /// Events sent after one was dropped for the byte bound are dropped

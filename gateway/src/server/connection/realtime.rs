@@ -105,7 +105,15 @@ impl Connection {
     /// holds one, else straight to the socket (unnumbered: no session).
     pub(super) async fn rt_send(&self, events: Vec<Value>) {
         match &self.rt {
-            Some(rt) => rt.stream.emit(events).await,
+            Some(rt) => {
+                rt.stream
+                    .answer(
+                        rt.attachment,
+                        &self.outbox,
+                        events.iter().map(Value::to_string),
+                    )
+                    .await;
+            }
             None => {
                 for e in events {
                     self.outbox
@@ -475,7 +483,11 @@ impl Connection {
         let answer = match touched {
             Some(Ok(())) => {
                 rt.stream
-                    .emit_rendered([realtime::heartbeat_ack(&held.client_id)])
+                    .answer(
+                        rt.attachment,
+                        &self.outbox,
+                        [realtime::heartbeat_ack(&held.client_id)],
+                    )
                     .await;
                 return;
             }
@@ -552,7 +564,7 @@ impl Connection {
         rt.pending = false;
         rt.turn += 1;
         let respond = response_create.unwrap_or(rt.auto_response);
-        rt.stream.emit_rendered(events).await;
+        rt.stream.answer(rt.attachment, &self.outbox, events).await;
         if respond {
             self.rt_respond(event_id).await;
         }
