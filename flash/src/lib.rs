@@ -124,6 +124,22 @@ where
 {
     /// A store over `range` of `flash` (whole erase pages, at least two).
     ///
+    /// ```
+    /// # use duplex_flash::{SnapshotFlash, FlashError};
+    /// # use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
+    /// # type Flash = MockFlashBase<4, 4, 256>;
+    /// # futures::executor::block_on(async {
+    /// # let flash = Flash::new(WriteCountCheck::Twice, None, false);
+    /// // Pages of 1 KiB here: one page is too small for a map.
+    /// assert!(matches!(
+    ///     SnapshotFlash::<_, 64>::new(flash.clone(), 0..1024),
+    ///     Err(FlashError::Range { .. })
+    /// ));
+    /// let store = SnapshotFlash::<_, 64>::new(flash, 0..4096)?;
+    /// # Ok::<(), FlashError<_>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`FlashError::Range`].
@@ -142,6 +158,21 @@ where
     /// Saves `image` as the session's image: after it returns, a load
     /// returns it; if the power is cut during it, a load after the next
     /// boot returns this image or the one saved before, never a mix.
+    ///
+    /// ```
+    /// # use duplex_flash::{SnapshotFlash, FlashError, Saved};
+    /// # use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
+    /// # type Flash = MockFlashBase<4, 4, 256>;
+    /// # futures::executor::block_on(async {
+    /// # let flash = Flash::new(WriteCountCheck::Twice, None, false);
+    /// let mut store = SnapshotFlash::<_, 64>::new(flash, 0..4096)?;
+    /// // Header (8), key and image (1 + 10, rounded to 12).
+    /// assert_eq!(store.save(&[7; 10]).await?, Saved { image: 10, flash_bytes: 20 });
+    /// assert!(matches!(store.save(&[7; 64]).await, Err(FlashError::TooLarge { len: 64, .. })));
+    /// assert_eq!(store.load().await?, Some(&[7u8; 10][..]));
+    /// # Ok::<(), FlashError<_>>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     ///
@@ -179,6 +210,20 @@ where
 
     /// Erases the range: the next load returns `None`.
     ///
+    /// ```
+    /// # use duplex_flash::{SnapshotFlash, FlashError};
+    /// # use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
+    /// # type Flash = MockFlashBase<4, 4, 256>;
+    /// # futures::executor::block_on(async {
+    /// # let flash = Flash::new(WriteCountCheck::Twice, None, false);
+    /// let mut store = SnapshotFlash::<_, 64>::new(flash, 0..4096)?;
+    /// store.save(b"image").await?;
+    /// store.erase().await?;
+    /// assert_eq!(store.load().await?, None);
+    /// # Ok::<(), FlashError<_>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`FlashError::Storage`].
@@ -186,7 +231,22 @@ where
         self.map.erase_all().await.map_err(FlashError::Storage)
     }
 
-    /// The flash back, for another use or to read it.
+    /// The flash back, for another use or to read it; a new store over
+    /// it (a reboot) loads what this one saved.
+    ///
+    /// ```
+    /// # use duplex_flash::{SnapshotFlash, FlashError};
+    /// # use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
+    /// # type Flash = MockFlashBase<4, 4, 256>;
+    /// # futures::executor::block_on(async {
+    /// # let flash = Flash::new(WriteCountCheck::Twice, None, false);
+    /// let mut store = SnapshotFlash::<_, 64>::new(flash, 0..4096)?;
+    /// store.save(b"image").await?;
+    /// let mut rebooted = SnapshotFlash::<_, 64>::new(store.into_flash(), 0..4096)?;
+    /// assert_eq!(rebooted.load().await?, Some(&b"image"[..]));
+    /// # Ok::<(), FlashError<_>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn into_flash(self) -> S {
         self.map.destroy().0
     }
