@@ -1,0 +1,281 @@
+//! A device session kept in flash across power cuts, on the emulated board.
+//!
+//! The board's flash is a file on the host (`flash.bin` in QEMU's working
+//! folder, 4 pages of 1 KiB, written through semihosting with NOR
+//! semantics: a write can only clear bits, an erase sets a page to 0xFF),
+//! so it outlives the emulator. The image boots, restores the session the
+//! flash holds (or opens one), and then streams: each 20 ms chunk appended,
+//! the link dropped and resumed every 7th chunk, and the session saved
+//! through `duplex-flash` after every change, printing `saving N` before a
+//! save and `saved N` after it. `powercut.py` kills QEMU (SIGKILL) at
+//! random points and boots it again: each boot must restore the last image
+//! saved or the one being saved.
+#![no_std]
+#![no_main]
+#![deny(unsafe_code)]
+
+use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::{
+    Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open, OpenOptions, StateKind,
+};
+use duplex_flash::{buffer_len, SnapshotFlash};
+use duplex_on_target::{entry, exit, hprintln};
+use embassy_futures::block_on;
+use embedded_storage_async::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
+};
+
+const PAGE: usize = 1024;
+const PAGES: usize = 4;
+const WORD: usize = 4;
+const IMAGE_MAX: usize = DeviceSession::<Open>::SNAPSHOT_MAX;
+const BUF: usize = buffer_len(IMAGE_MAX, WORD);
+const AUDIO: InputMode = InputMode::AppendAudioChunk;
+
+/// A semihosting call. The emulator (the debug host) performs it on the
+/// host; `args` are the call's parameter block, which lives for the call.
+#[allow(unsafe_code)]
+fn host_call(nr: usize, args: &[usize]) -> usize {
+    // SAFETY: semihosting passes the address of `args` to the host, which
+    // reads the block (and any buffer it points to, owned by the caller
+    // for the duration of the call) and returns before this does.
+    unsafe { cortex_m_semihosting::syscall1(nr, args.as_ptr() as usize) }
+}
+
+/// Flash kept in a host file, with NOR semantics.
+struct HostFlash {
+    handle: usize,
+}
+
+#[derive(Debug)]
+enum HostError {
+    Io,
+    OutOfBounds,
+}
+
+impl NorFlashError for HostError {
+    fn kind(&self) -> NorFlashErrorKind {
+        match self {
+            HostError::Io => NorFlashErrorKind::Other,
+            HostError::OutOfBounds => NorFlashErrorKind::OutOfBounds,
+        }
+    }
+}
+
+impl HostFlash {
+    /// Opens `flash.bin` (made by the host, erased) for reading and writing.
+    fn open() -> Option<Self> {
+        const NAME: &[u8] = b"flash.bin\0";
+        use cortex_m_semihosting::nr;
+        let handle = host_call(
+            nr::OPEN,
+            &[NAME.as_ptr() as usize, nr::open::RW_BINARY, NAME.len() - 1],
+        );
+        (handle != usize::MAX).then_some(HostFlash { handle })
+    }
+
+    fn check(offset: u32, len: usize) -> Result<(), HostError> {
+        if offset as usize + len > PAGE * PAGES {
+            return Err(HostError::OutOfBounds);
+        }
+        Ok(())
+    }
+
+    fn seek(&self, offset: u32) -> Result<(), HostError> {
+        use cortex_m_semihosting::nr;
+        match host_call(nr::SEEK, &[self.handle, offset as usize]) {
+            0 => Ok(()),
+            _ => Err(HostError::Io),
+        }
+    }
+
+    fn read_at(&self, offset: u32, bytes: &mut [u8]) -> Result<(), HostError> {
+        use cortex_m_semihosting::nr;
+        self.seek(offset)?;
+        let left = host_call(
+            nr::READ,
+            &[self.handle, bytes.as_mut_ptr() as usize, bytes.len()],
+        );
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(HostError::Io)
+        }
+    }
+
+    fn write_at(&self, offset: u32, bytes: &[u8]) -> Result<(), HostError> {
+        use cortex_m_semihosting::nr;
+        self.seek(offset)?;
+        let left = host_call(
+            nr::WRITE,
+            &[self.handle, bytes.as_ptr() as usize, bytes.len()],
+        );
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(HostError::Io)
+        }
+    }
+}
+
+impl ErrorType for HostFlash {
+    type Error = HostError;
+}
+
+impl ReadNorFlash for HostFlash {
+    const READ_SIZE: usize = 1;
+
+    async fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), HostError> {
+        Self::check(offset, bytes.len())?;
+        self.read_at(offset, bytes)
+    }
+
+    fn capacity(&self) -> usize {
+        PAGE * PAGES
+    }
+}
+
+impl NorFlash for HostFlash {
+    const WRITE_SIZE: usize = WORD;
+    const ERASE_SIZE: usize = PAGE;
+
+    async fn erase(&mut self, from: u32, to: u32) -> Result<(), HostError> {
+        Self::check(from, (to - from) as usize)?;
+        let ones = [0xFF; 256];
+        let mut at = from;
+        while at < to {
+            let n = ((to - at) as usize).min(ones.len());
+            self.write_at(at, &ones[..n])?;
+            at += n as u32;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), HostError> {
+        Self::check(offset, bytes.len())?;
+        // NOR: a write clears bits and never sets one.
+        let mut word = [0u8; WORD];
+        for (i, chunk) in bytes.chunks(WORD).enumerate() {
+            let at = offset + (i * WORD) as u32;
+            let old = &mut word[..chunk.len()];
+            self.read_at(at, old)?;
+            for (o, n) in old.iter_mut().zip(chunk) {
+                *o &= n;
+            }
+            self.write_at(at, old)?;
+        }
+        Ok(())
+    }
+}
+
+fn state(kind: StateKind) -> &'static str {
+    match kind {
+        StateKind::Open => "open",
+        StateKind::Detached => "detached",
+        StateKind::Closing => "closing",
+        StateKind::Closed => "closed",
+    }
+}
+
+#[entry]
+fn main() -> ! {
+    let Some(flash) = HostFlash::open() else {
+        hprintln!("no flash.bin in the emulator's folder");
+        exit(false)
+    };
+    let Ok(mut store) = SnapshotFlash::<_, BUF>::new(flash, 0..(PAGE * PAGES) as u32) else {
+        hprintln!("the flash range cannot hold the map");
+        exit(false)
+    };
+    let Ok(id) = Id::new("mic-0") else {
+        exit(false)
+    };
+    let fence = Fence::new(id, 0);
+    let restored = match block_on(store.load()) {
+        Ok(Some(image)) => match DeviceAnySession::<(), ()>::restore_with_capacities(image) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                hprintln!("boot: the stored image was refused: {}", e);
+                exit(false)
+            }
+        },
+        Ok(None) => None,
+        Err(_) => {
+            hprintln!("boot: the flash could not be read");
+            exit(false)
+        }
+    };
+    let mut session = match restored {
+        Some(mut any) => {
+            let was = state(any.kind());
+            if any.kind() == StateKind::Detached {
+                let generation = any.lease_generation();
+                if any.resume(&fence, generation, Instant::ZERO).is_err() {
+                    hprintln!("boot: the restored session did not resume");
+                    exit(false)
+                }
+            }
+            match any.into_open() {
+                Ok(open) => {
+                    hprintln!("boot: restored {} {}", open.input_seq(), was);
+                    open
+                }
+                Err(_) => {
+                    hprintln!("boot: the restored session is not open");
+                    exit(false)
+                }
+            }
+        }
+        None => {
+            hprintln!("boot: fresh");
+            let Ok(lease) = LeaseConfig::new(None, Duration::from_secs(3600)) else {
+                exit(false)
+            };
+            let opts = OpenOptions::default()
+                .modes(Modes::only(AUDIO))
+                .lease(lease);
+            match DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO) {
+                Ok(s) => s,
+                Err(_) => exit(false),
+            }
+        }
+    };
+    let mut image = [0u8; IMAGE_MAX];
+    for n in 1..=100_000u32 {
+        let Ok(appended) = session.append(&fence, AUDIO) else {
+            hprintln!("append refused");
+            exit(false)
+        };
+        let seq = appended.seq;
+        // Every 7th chunk the link drops: saved detached, then resumed.
+        let any = if n % 7 == 0 {
+            match session.detach(&fence, Instant::ZERO) {
+                Ok(d) => DeviceAnySession::<(), ()>::from(d),
+                Err(_) => exit(false),
+            }
+        } else {
+            DeviceAnySession::<(), ()>::from(session)
+        };
+        let Ok(bytes) = any.snapshot(&mut image) else {
+            exit(false)
+        };
+        hprintln!("saving {} {}", seq, state(any.kind()));
+        if block_on(store.save(bytes)).is_err() {
+            hprintln!("save failed");
+            exit(false)
+        }
+        hprintln!("saved {}", seq);
+        let mut any = any;
+        if any.kind() == StateKind::Detached {
+            let generation = any.lease_generation();
+            if any.resume(&fence, generation, Instant::ZERO).is_err() {
+                exit(false)
+            }
+        }
+        session = match any.into_open() {
+            Ok(open) => open,
+            Err(_) => exit(false),
+        };
+    }
+    exit(true)
+}
