@@ -95,6 +95,9 @@
 //! - `serde`: `Session::snapshot` and `AnySession::restore`, a versioned
 //!   postcard image of a session in a caller's buffer (no allocation), with
 //!   a restore that validates everything before a session exists.
+//! - `alloc`: `storage::Heap`, tables and ids on the heap.
+//! - `embassy-time`: `EmbassyClock`, the [`Clock`] over
+//!   `embassy_time::Instant` for firmware on embassy.
 
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -138,6 +141,9 @@ pub use session::state::{
     Attached, Closed, Closing, Detached, Finalizable, Live, Open, State, StateKind, Unfinished,
 };
 pub use session::{OpenOptions, Session};
+#[cfg(feature = "embassy-time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
+pub use time::EmbassyClock;
 pub use time::{Clock, Duration, Instant, ManualClock};
 
 mod guarantees {

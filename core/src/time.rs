@@ -211,6 +211,32 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
 }
 
+/// The clock of firmware on embassy: `embassy_time::Instant::now()`, whose
+/// ticks come from the board's time driver (feature `embassy-time`).
+///
+/// Milliseconds since the driver started, whatever its tick rate.
+///
+/// ```
+/// use duplex_core::{Clock, EmbassyClock};
+///
+/// // Firmware links its board's time driver; this example embassy-time's
+/// // mock driver, which stands still until advanced.
+/// let before = EmbassyClock.now();
+/// embassy_time::MockDriver::get().advance(embassy_time::Duration::from_millis(20));
+/// assert_eq!(EmbassyClock.now().as_millis() - before.as_millis(), 20);
+/// ```
+#[cfg(feature = "embassy-time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EmbassyClock;
+
+#[cfg(feature = "embassy-time")]
+impl Clock for EmbassyClock {
+    fn now(&self) -> Instant {
+        Instant::from_millis(embassy_time::Instant::now().as_millis())
+    }
+}
+
 /// A clock advanced by hand: for tests, simulations and replaying traces.
 ///
 /// # Examples
