@@ -34,6 +34,9 @@ use defmt_semihosting as _;
 
 pub mod stack;
 
+#[cfg(feature = "flash")]
+pub mod hostflash;
+
 /// The board this image was built for (`microbit` or `netduinoplus2`).
 pub const BOARD: &str = env!("DUPLEX_BOARD");
 

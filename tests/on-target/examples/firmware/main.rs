@@ -6,14 +6,21 @@
 //!   generation);
 //! - the user barges in: the answer's request is cancelled and the old
 //!   turn's late chunk is refused;
+//! - at each state change (open, barge-in, link down, link up) the session
+//!   is saved to flash through `duplex-flash` (here the board's flash is a
+//!   host file, `duplex_on_target::hostflash`), never on a 20 ms chunk;
 //! - before a reset the session is snapshotted into a RAM buffer that the
 //!   reset does not clear (`.uninit`), the chip really resets
 //!   (`SCB::sys_reset`), and the session is restored after it, with the
-//!   clock carried over.
+//!   clock carried over;
+//! - then the power is cut: RAM is gone, and the next cold boot restores
+//!   the session from flash, as of its last state change, and carries on.
 //!
-//! Run it: `cargo run --release --example firmware --target thumbv7em-none-eabihf`
-//! from `tests/on-target` (QEMU, Netduino Plus 2). Under `-icount` the
-//! output is deterministic; `run` compares it with `golden/firmware.txt`.
+//! Run it twice: `cargo run --release --example firmware --features flash
+//! --target thumbv7em-none-eabihf` from `tests/on-target` (QEMU, Netduino
+//! Plus 2); the first run ends in the power cut, the second boots from the
+//! flash file it left. Under `-icount` the output is deterministic; `run`
+//! runs it twice and compares both with `golden/firmware.txt`.
 #![no_std]
 #![no_main]
 #![deny(unsafe_code)]
@@ -25,7 +32,10 @@ use core::mem::MaybeUninit;
 use clock::SysTickClock;
 use duplex_core::profile::{device, DeviceSession};
 use duplex_core::*;
+use duplex_flash::{buffer_len, SnapshotFlash};
+use duplex_on_target::hostflash::{HostFlash, PAGE, PAGES, WORD};
 use duplex_on_target::{entry, exit, hprintln, CORE_HZ};
+use embassy_futures::block_on;
 
 type Device = duplex_core::profile::DeviceAnySession;
 type DFence = Fence<{ device::ID_LEN }>;
@@ -33,6 +43,45 @@ type DFence = Fence<{ device::ID_LEN }>;
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 const CHUNK_MS: u64 = 20;
 const MAGIC: u32 = 0xD00B_1E5E;
+const IMAGE_MAX: usize = DeviceSession::<Open>::SNAPSHOT_MAX;
+
+/// The session in flash: saved at each state change, loaded at a cold boot.
+struct Kept {
+    store: SnapshotFlash<HostFlash, { buffer_len(IMAGE_MAX, WORD) }>,
+    image: [u8; IMAGE_MAX],
+}
+
+impl Kept {
+    fn open() -> Option<Self> {
+        let store = SnapshotFlash::new(HostFlash::open()?, 0..(PAGE * PAGES) as u32).ok()?;
+        Some(Kept {
+            store,
+            image: [0; IMAGE_MAX],
+        })
+    }
+
+    /// Saves `s` after the state change `what`.
+    fn save(&mut self, s: &Device, clock: &SysTickClock, what: &str) -> Result<(), Error> {
+        let image = s.snapshot(&mut self.image).map_err(|_| flash_error())?;
+        let saved = block_on(self.store.save(image)).map_err(|_| flash_error())?;
+        hprintln!(
+            "[{}] {}: saved to flash, {} bytes",
+            clock.now().as_millis(),
+            what,
+            saved.flash_bytes
+        );
+        Ok(())
+    }
+}
+
+/// The firmware's one error for a flash that failed (it prints the error
+/// and stops).
+fn flash_error() -> Error {
+    Error::Full {
+        table: Table::Resources,
+        capacity: 0,
+    }
+}
 
 /// What survives the reset: a session image and the time it was taken.
 #[repr(C)]
@@ -73,7 +122,7 @@ fn stream(s: &mut Device, f: &DFence, clock: &SysTickClock, chunks: u32) -> Resu
     Ok(seq)
 }
 
-fn before_reset(clock: &SysTickClock) -> Result<(), Error> {
+fn before_reset(clock: &SysTickClock, kept: &mut Kept) -> Result<(), Error> {
     let turn0: DFence = Fence::new(Id::new("kitchen")?, 1);
     let lease = LeaseConfig::new(Some(Duration::from_secs(30)), Duration::from_secs(2))?;
     let opts = OpenOptions::default()
@@ -85,6 +134,7 @@ fn before_reset(clock: &SysTickClock) -> Result<(), Error> {
         clock.now(),
     )?);
     hprintln!("[{}] open kitchen", clock.now().as_millis());
+    kept.save(&s, clock, "open")?;
 
     let seq = stream(&mut s, &turn0, clock, 10)?;
     hprintln!(
@@ -103,6 +153,7 @@ fn before_reset(clock: &SysTickClock) -> Result<(), Error> {
         clock.now().as_millis(),
         cancelled.as_slice()[0].as_str()
     );
+    kept.save(&s, clock, "barge-in")?;
     if let Err(e) = s.append(&turn0, AUDIO) {
         hprintln!(
             "[{}] late chunk of epoch 0 refused: {}",
@@ -118,6 +169,7 @@ fn before_reset(clock: &SysTickClock) -> Result<(), Error> {
         clock.now().as_millis(),
         s.deadline().map_or(0, Instant::as_millis)
     );
+    kept.save(&s, clock, "link down")?;
     let back = clock.now() + Duration::from_millis(500);
     while clock.now() < back {
         cortex_m::asm::wfi();
@@ -128,6 +180,7 @@ fn before_reset(clock: &SysTickClock) -> Result<(), Error> {
         clock.now().as_millis(),
         generation
     );
+    kept.save(&s, clock, "link up")?;
     let seq = stream(&mut s, &turn1, clock, 5)?;
     hprintln!(
         "[{}] streamed 5 chunks, seq {}",
@@ -175,13 +228,49 @@ fn after_reset(clock: &SysTickClock, saved: &Saved) -> Result<(), Error> {
     );
     let seq = stream(&mut s, &f, clock, 5)?;
     hprintln!(
+        "[{}] streamed 5 chunks, seq {}; the power is cut",
+        clock.now().as_millis(),
+        seq
+    );
+    Ok(())
+}
+
+/// A cold boot that found a session in flash: the power was cut. The
+/// session comes back as of its last state change (the chunks since were
+/// not saved: the client sends them again), the clock from its last
+/// activity; it streams and says goodbye, and the flash is erased.
+fn after_power_cut(
+    kept: &mut Kept,
+    image_len: usize,
+    start: &mut Option<SysTickClock>,
+    syst: cortex_m::peripheral::SYST,
+) -> Result<(), Error> {
+    let mut s =
+        Device::restore_with_capacities(&kept.image[..image_len]).map_err(|_| flash_error())?;
+    let since = s
+        .as_open()
+        .map(DeviceSession::last_activity)
+        .unwrap_or(Instant::ZERO);
+    let clock = start.insert(SysTickClock::start(syst, CORE_HZ, since.as_millis()));
+    let f = s.fence().clone();
+    hprintln!(
+        "[{}] cold boot: restored {} from flash, epoch {}, seq {}, generation {}",
+        clock.now().as_millis(),
+        f.session.as_str(),
+        f.epoch,
+        s.as_open().map_or(0, DeviceSession::input_seq),
+        s.lease_generation()
+    );
+    let seq = stream(&mut s, &f, clock, 5)?;
+    hprintln!(
         "[{}] streamed 5 chunks, seq {}",
         clock.now().as_millis(),
         seq
     );
     let released = s.close(&f, CloseReason::ClientClose)?;
+    block_on(kept.store.erase()).map_err(|_| flash_error())?;
     hprintln!(
-        "[{}] closed, released {} requests",
+        "[{}] closed, released {} requests; flash erased",
         clock.now().as_millis(),
         released.len()
     );
@@ -193,8 +282,34 @@ fn main() -> ! {
     let Some(core) = cortex_m::Peripherals::take() else {
         exit(false)
     };
+    let Some(mut kept) = Kept::open() else {
+        hprintln!("no flash");
+        exit(false)
+    };
     let saved = saved();
     let resumed = saved.magic == MAGIC;
+    if !resumed {
+        // A cold boot: a session in flash means the power was cut.
+        let found = match block_on(kept.store.load()) {
+            Ok(Some(image)) => {
+                kept.image[..image.len()].copy_from_slice(image);
+                Some(image.len())
+            }
+            Ok(None) => None,
+            Err(_) => {
+                hprintln!("the flash could not be read");
+                exit(false)
+            }
+        };
+        if let Some(len) = found {
+            let mut clock = None;
+            let ok = after_power_cut(&mut kept, len, &mut clock, core.SYST);
+            if let Err(e) = &ok {
+                hprintln!("error: {}", e);
+            }
+            exit(ok.is_ok())
+        }
+    }
     // After a reset the clock continues from the time of the snapshot.
     let start = if resumed { saved.millis } else { 0 };
     let clock = SysTickClock::start(core.SYST, CORE_HZ, start);
@@ -208,7 +323,7 @@ fn main() -> ! {
         exit(ok.is_ok())
     }
     hprintln!("[0] boot");
-    match before_reset(&clock) {
+    match before_reset(&clock, &mut kept) {
         Ok(()) => cortex_m::peripheral::SCB::sys_reset(),
         Err(e) => {
             hprintln!("error: {}", e);
