@@ -32,6 +32,7 @@ pub use cortex_m_semihosting::hprintln;
 #[cfg(feature = "defmt")]
 use defmt_semihosting as _;
 
+pub mod icount;
 pub mod stack;
 
 #[cfg(feature = "flash")]

@@ -217,22 +217,30 @@ fn after_reset(clock: &SysTickClock, saved: &Saved) -> Result<(), Error> {
         );
         return Ok(());
     };
-    let f = s.fence().clone();
-    hprintln!(
-        "[{}] restored {} epoch {}, seq {}, generation {}",
-        clock.now().as_millis(),
-        f.session.as_str(),
-        f.epoch,
-        s.as_open().map_or(0, DeviceSession::input_seq),
-        s.lease_generation()
-    );
-    let seq = stream(&mut s, &f, clock, 5)?;
+    let (_, seq) = carry_on(&mut s, clock, "")?;
     hprintln!(
         "[{}] streamed 5 chunks, seq {}; the power is cut",
         clock.now().as_millis(),
         seq
     );
     Ok(())
+}
+
+/// A restored session, said `how` it came back, streams 5 chunks: its
+/// fence, and the last chunk's seq.
+fn carry_on(s: &mut Device, clock: &SysTickClock, how: &str) -> Result<(DFence, u64), Error> {
+    let f = s.fence().clone();
+    hprintln!(
+        "[{}] {}restored {} epoch {}, seq {}, generation {}",
+        clock.now().as_millis(),
+        how,
+        f.session.as_str(),
+        f.epoch,
+        s.as_open().map_or(0, DeviceSession::input_seq),
+        s.lease_generation()
+    );
+    let seq = stream(s, &f, clock, 5)?;
+    Ok((f, seq))
 }
 
 /// A cold boot that found a session in flash: the power was cut. The
@@ -252,16 +260,7 @@ fn after_power_cut(
         .map(DeviceSession::last_activity)
         .unwrap_or(Instant::ZERO);
     let clock = start.insert(SysTickClock::start(syst, CORE_HZ, since.as_millis()));
-    let f = s.fence().clone();
-    hprintln!(
-        "[{}] cold boot: restored {} from flash, epoch {}, seq {}, generation {}",
-        clock.now().as_millis(),
-        f.session.as_str(),
-        f.epoch,
-        s.as_open().map_or(0, DeviceSession::input_seq),
-        s.lease_generation()
-    );
-    let seq = stream(&mut s, &f, clock, 5)?;
+    let (f, seq) = carry_on(&mut s, clock, "cold boot, from flash: ")?;
     hprintln!(
         "[{}] streamed 5 chunks, seq {}",
         clock.now().as_millis(),

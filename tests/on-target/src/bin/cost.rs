@@ -13,33 +13,18 @@
 
 use core::hint::black_box;
 
-use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 use duplex_core::*;
-use duplex_on_target::{entry, exit, hprintln, BOARD, CORE_HZ};
+use duplex_on_target::{entry, exit, hprintln, icount, BOARD, CORE_HZ};
 
 type Device = duplex_core::profile::DeviceAnySession;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 const REPS: u32 = 1_000;
 
-/// Instructions executed by `REPS` calls of `op`, from SysTick ticks.
-fn instructions(syst: &mut SYST, mut op: impl FnMut(u32)) -> u64 {
-    syst.clear_current();
-    let start = SYST::get_current();
-    for i in 0..REPS {
-        op(black_box(i));
-    }
-    let end = SYST::get_current();
-    u64::from(start.wrapping_sub(end) & 0x00FF_FFFF) * 1_000_000_000 / u64::from(CORE_HZ)
-}
-
 /// Instructions per call of `op`, the loop's own cost subtracted.
 fn per_op(syst: &mut SYST, op: impl FnMut(u32)) -> u64 {
-    let empty = instructions(syst, |i| {
-        black_box(i);
-    });
-    instructions(syst, op).saturating_sub(empty) / u64::from(REPS)
+    icount::per_op(syst, REPS, op)
 }
 
 macro_rules! profile {
@@ -87,10 +72,7 @@ fn main() -> ! {
         exit(false)
     };
     let syst = &mut core.SYST;
-    syst.set_clock_source(SystClkSource::Core);
-    syst.set_reload(0x00FF_FFFF);
-    syst.disable_interrupt();
-    syst.enable_counter();
+    icount::start(syst);
 
     hprintln!("| board | profile | operation | instructions |");
     hprintln!("|---|---|---|---:|");

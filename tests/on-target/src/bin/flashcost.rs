@@ -12,12 +12,11 @@
 
 use core::hint::black_box;
 
-use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 use duplex_core::profile::{DeviceAnySession, DeviceSession};
 use duplex_core::{Fence, Id, InputMode, Instant, Modes, Open, OpenOptions};
 use duplex_flash::{buffer_len, SnapshotFlash};
-use duplex_on_target::{entry, exit, hprintln, stack, BOARD, CORE_HZ};
+use duplex_on_target::{entry, exit, hprintln, icount, stack, BOARD};
 use embassy_futures::block_on;
 use embedded_storage_async::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
@@ -87,22 +86,8 @@ impl NorFlash for RamFlash {
 
 type Store = SnapshotFlash<RamFlash, BUF>;
 
-/// Instructions executed by `REPS` calls of `op`, from SysTick ticks.
-fn instructions(syst: &mut SYST, mut op: impl FnMut(u32)) -> u64 {
-    syst.clear_current();
-    let start = SYST::get_current();
-    for i in 0..REPS {
-        op(black_box(i));
-    }
-    let end = SYST::get_current();
-    u64::from(start.wrapping_sub(end) & 0x00FF_FFFF) * 1_000_000_000 / u64::from(CORE_HZ)
-}
-
 fn per_op(syst: &mut SYST, op: impl FnMut(u32)) -> u64 {
-    let empty = instructions(syst, |i| {
-        black_box(i);
-    });
-    instructions(syst, op).saturating_sub(empty) / u64::from(REPS)
+    icount::per_op(syst, REPS, op)
 }
 
 #[entry]
@@ -111,10 +96,7 @@ fn main() -> ! {
         exit(false)
     };
     let syst = &mut core.SYST;
-    syst.set_clock_source(SystClkSource::Core);
-    syst.set_reload(0x00FF_FFFF);
-    syst.disable_interrupt();
-    syst.enable_counter();
+    icount::start(syst);
 
     let Some(bytes) = cortex_m::singleton!(: [u8; PAGE * PAGES] = [0xFF; PAGE * PAGES]) else {
         exit(false)
