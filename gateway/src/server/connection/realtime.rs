@@ -115,13 +115,22 @@ impl Connection {
                     .await;
             }
             None => {
-                for e in events {
-                    self.outbox
-                        .send(tokio_tungstenite::tungstenite::Message::text(e.to_string()))
-                        .await;
+                for e in &events {
+                    self.unnumbered(e).await;
                 }
             }
         }
+    }
+
+    /// Sends `event` to this socket alone, outside the session's stream:
+    /// an answer on a socket that holds no session, or one about the
+    /// attachment (`session.moved`, `session.resync_required`).
+    async fn unnumbered(&self, event: &Value) {
+        self.outbox
+            .send(tokio_tungstenite::tungstenite::Message::text(
+                event.to_string(),
+            ))
+            .await;
     }
 
     /// A native answer that is a refusal, as the realtime error.
@@ -168,9 +177,7 @@ impl Connection {
                 // would put the client's cursor past what this node could
                 // still store once another node adopted the session.
                 if let Some(e) = Self::rt_error(&moved, None) {
-                    self.outbox
-                        .send(tokio_tungstenite::tungstenite::Message::text(e.to_string()))
-                        .await;
+                    self.unnumbered(&e).await;
                 }
                 return;
             }
@@ -457,11 +464,7 @@ impl Connection {
                     why.reason()
                 );
                 let note = json!({"type": "session.resync_required", "session_id": session_id, "reason": why.reason()});
-                self.outbox
-                    .send(tokio_tungstenite::tungstenite::Message::text(
-                        note.to_string(),
-                    ))
-                    .await;
+                self.unnumbered(&note).await;
                 // The socket holds no session then (the one resumed is left
                 // detached, to expire): the client opens a new one here.
                 self.dropped().await;

@@ -559,23 +559,23 @@ impl Stream {
     /// Ends every response in progress as `failed` (their engine went
     /// with the node that had them).
     pub(crate) async fn fail_live(&self, reason: &str) {
-        let mut state = self.state.lock().await;
-        let mut live: Vec<Live> = state.live.drain().map(|(_, l)| l).collect();
-        live.sort_by(|a, b| a.ids.response.cmp(&b.ids.response));
-        for l in live {
-            let events = realtime::response_ended(&l.ids, &l.text, "failed", Some(reason));
-            self.emit_locked(&mut state, events).await;
-        }
+        self.end_all("failed", reason).await;
     }
 
     /// Ends every response in progress as cancelled (a barge-in or a
     /// close): each gets its `response.done` once.
     pub(crate) async fn cancel_all(&self, reason: &str) {
+        self.end_all("cancelled", reason).await;
+    }
+
+    /// Ends every response in progress with `status` and `reason`, in
+    /// the order of their ids.
+    async fn end_all(&self, status: &str, reason: &str) {
         let mut state = self.state.lock().await;
         let mut live: Vec<Live> = state.live.drain().map(|(_, l)| l).collect();
         live.sort_by(|a, b| a.ids.response.cmp(&b.ids.response));
         for l in live {
-            let events = realtime::response_ended(&l.ids, &l.text, "cancelled", Some(reason));
+            let events = realtime::response_ended(&l.ids, &l.text, status, Some(reason));
             self.emit_locked(&mut state, events).await;
         }
     }
