@@ -35,5 +35,9 @@ def test_the_environment_and_the_flag_come_first(tmp_path, monkeypatch):
 def test_a_missing_seed_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.delenv("DUPLEX_SEED_PATH", raising=False)
     monkeypatch.chdir(tmp_path)
+    # Only what this test made exists: a seed beside a folder above the
+    # temporary one (a checkout's shared/ next to /tmp) must not count.
+    isfile = os.path.isfile
+    monkeypatch.setattr(os.path, "isfile", lambda p: str(p).startswith(str(tmp_path)) and isfile(p))
     with pytest.raises(SystemExit, match="duplex_session.py under"):
         bench.find_seed(None)
