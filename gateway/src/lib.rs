@@ -43,4 +43,5 @@ pub mod stats;
 pub use server::limits::Limits;
 pub use server::ownership::{Owner, RandomError, RESUME_KEY_MIN};
 pub use server::state::{Config, Manager, StartError};
+pub use server::tls::{TlsError, TlsFiles};
 pub use server::{auth, Gateway};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// The gateway's counters since it started.
         ///
         /// ```
@@ -16,7 +16,7 @@ macro_rules! counters {
         /// ```
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
         pub struct Counters {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
         }
 
         /// The live counters (relaxed atomics: each is a tally, none orders
@@ -33,6 +33,21 @@ macro_rules! counters {
         }
 
         impl Counters {
+            /// Each counter's name, value and description (its doc
+            /// comment, one line), in declaration order.
+            ///
+            /// ```
+            /// let c = duplex_gateway::stats::Counters { appended: 7, ..Default::default() };
+            /// let (name, value, help) = c.described().find(|(n, ..)| *n == "appended").unwrap();
+            /// assert_eq!((name, value), ("appended", 7));
+            /// assert_eq!(help, "Chunks appended.");
+            /// ```
+            pub fn described(&self) -> impl Iterator<Item = (&'static str, u64, String)> {
+                [$((stringify!($name), self.$name, concat!($($doc, " "),*)),)*]
+                    .into_iter()
+                    .map(|(name, value, doc)| (name, value, help_line(doc)))
+            }
+
             /// The counters as one `gateway: name=value ...` line.
             pub fn line(&self) -> String {
                 let mut out = String::from("gateway:");
@@ -113,6 +128,11 @@ counters! {
     /// Engine requests of another node's engine released by a takeover or
     /// an adoption.
     requests_taken_over,
+}
+
+/// A doc comment as one line: its lines joined by single spaces.
+fn help_line(doc: &str) -> String {
+    doc.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Adds one.

@@ -20,6 +20,7 @@
 //! other two say nothing. All three must be zero, and so must `unexpected`.
 
 mod client;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,6 +63,9 @@ pub struct Config {
     pub auth_secret: Option<String>,
     /// The dialect the clients speak.
     pub dialect: Dialect,
+    /// For `wss://` gateways: the PEM certificate (or CA) to trust, the
+    /// only one the clients accept.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// The dialect a run's clients speak.
@@ -108,6 +112,7 @@ impl Config {
             admin_token: None,
             auth_secret: None,
             dialect: Dialect::Native,
+            tls_ca: None,
         }
     }
 }
@@ -238,9 +243,13 @@ impl Report {
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// Not `ws://HOST:PORT[/...]`.
-    #[error("expected a URL ws://HOST:PORT, got {0:?}")]
+    /// Not `ws://HOST:PORT[/...]` or `wss://HOST:PORT[/...]`.
+    #[error("expected a URL ws://HOST:PORT or wss://HOST:PORT, got {0:?}")]
     Url(String),
+    /// A `wss://` gateway without a certificate to trust, or one that
+    /// cannot be read.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The host resolves to an address off this machine.
     #[error("{0} is not a loopback address; the load generator only targets this machine")]
     NotLoopback(SocketAddr),
@@ -280,6 +289,7 @@ fn identity(secret: &str, idx: usize, run: Duration) -> Result<Identity, LoadErr
 /// assert!(loopback("ws://127.0.0.1:9/").await.is_ok());
 /// assert!(loopback("ws://[::1]:9").await.is_ok());
 /// assert!(loopback("ws://192.0.2.1:9").await.is_err());
+/// assert!(loopback("wss://localhost:9").await.is_ok());
 /// assert!(loopback("http://127.0.0.1:9").await.is_err());
 /// # }
 /// ```
@@ -290,6 +300,7 @@ fn identity(secret: &str, idx: usize, run: Duration) -> Result<Identity, LoadErr
 pub async fn loopback(url: &str) -> Result<SocketAddr, LoadError> {
     let rest = url
         .strip_prefix("ws://")
+        .or_else(|| url.strip_prefix("wss://"))
         .ok_or_else(|| LoadError::Url(url.to_owned()))?;
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() {
@@ -319,6 +330,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         addrs.push(loopback(url).await?);
     }
     let addrs: Arc<[std::net::SocketAddr]> = addrs.into();
+    let tls = tls::for_url(&config.url, config.tls_ca.as_deref())?.map(Arc::new);
     let config = Arc::new(config);
     let deadline = tokio::time::Instant::now() + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
@@ -327,7 +339,8 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
             Some(secret) => Some(identity(secret, idx, config.duration)?),
             None => None,
         };
-        let client = Client::new(idx, Arc::clone(&addrs), Arc::clone(&config), identity);
+        let mut client = Client::new(idx, Arc::clone(&addrs), Arc::clone(&config), identity);
+        client.tls.clone_from(&tls);
         tasks.spawn(client.run(deadline));
     }
     let mut tally = Tally::default();

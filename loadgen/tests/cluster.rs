@@ -284,6 +284,20 @@ async fn clients_moving_between_nodes_lose_nothing_and_release_once(redis: &Redi
     }
 }
 
+/// `GET /readyz` on `addr`: the status line and the body, joined.
+async fn readyz(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut io = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    io.write_all(b"GET /readyz HTTP/1.1\r\nHost: node\r\n\r\n")
+        .await
+        .expect("request");
+    let mut raw = String::new();
+    io.read_to_string(&mut raw).await.expect("answer");
+    let status = raw.lines().next().unwrap_or_default();
+    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b.trim_end());
+    format!("{status}: {body}")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
     let Some(server) = stores::server() else {
@@ -294,9 +308,16 @@ async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
     let mut ws = connect(&a.url).await;
     let token = open(&mut ws, "call-3").await;
     assert_eq!(appended(&mut ws, "e1", 0).await, (1, false));
+    let http = a.url.trim_start_matches("ws://").to_owned();
+    assert_eq!(readyz(&http).await, "HTTP/1.1 200 OK: ready");
     drop(server); // redis-server killed
     send(&mut ws, chunk("e2", 0, 0)).await;
     assert_eq!(kind(&reply(&mut ws).await), "unavailable");
+    // A load balancer asking sends no one here meanwhile.
+    assert_eq!(
+        readyz(&http).await,
+        "HTTP/1.1 503 Service Unavailable: the store does not answer"
+    );
     // Nothing is served from a copy the store may not hold: the session
     // is gone from the node, and a resume needs the store too.
     send(&mut ws, chunk("e3", 0, 0)).await;

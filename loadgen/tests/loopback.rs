@@ -424,3 +424,45 @@ async fn a_load_run_that_cannot_reconcile_fails() {
     let _ = stop.send(());
     server.await.expect("server");
 }
+
+/// The load over `wss://`: the gateway serves TLS with a certificate made
+/// here, the clients trust only it, and every fault still loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_over_tls_loses_nothing() {
+    let dir = std::env::temp_dir().join(format!("duplex-loadgen-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a cert");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).expect("cert written");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("key written");
+    let (_gw, url, stop, server) = start(Config {
+        tls: Some(duplex_gateway::TlsFiles::new(&cert, &key)),
+        ..audit_config()
+    })
+    .await;
+    let port = url.rsplit(':').next().expect("a port");
+    let wss = format!("wss://localhost:{port}");
+
+    // Without the certificate to trust, the run does not start.
+    let untrusting = loadgen::Config::new(wss.clone(), 1, Duration::from_secs(1));
+    let refused = loadgen::run(untrusting).await.expect_err("needs --tls-ca");
+    assert!(refused.to_string().contains("--tls-ca"), "{refused}");
+
+    let mut config = loadgen::Config::new(wss, 20, Duration::from_secs(3));
+    config.grace = Duration::from_secs(1);
+    config.admin_token = Some(ADMIN.into());
+    config.tls_ca = Some(cert);
+    let report: Report = loadgen::run(config).await.expect("loopback url");
+    println!("{}\n{}", report.detail(), report.line());
+    assert!(report.ok(), "{:?}", report.failures());
+    assert_eq!((report.lost, report.doubled, report.unexpected), (0, 0, 0));
+    assert!(
+        report.appended > 100 && report.reconnects > 0,
+        "{}",
+        report.line()
+    );
+    stop.send(()).expect("server running");
+    let counters = server.await.expect("server task");
+    assert_eq!(counters.appended, report.appended);
+    let _ = std::fs::remove_dir_all(dir);
+}

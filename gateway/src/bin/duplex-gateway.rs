@@ -1,7 +1,8 @@
 //! `duplex-gateway`: the reference WebSocket voice gateway (see
 //! `PROTOCOL.md`). Serves until Ctrl-C or SIGTERM, then closes every
 //! session (a node of a cluster hands them off instead), releases every
-//! engine request and prints its counters.
+//! engine request and prints its counters. On SIGHUP it reads its TLS
+//! certificate and key again.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use duplex_gateway::cluster::{ClusterConfig, RedisTarget};
-use duplex_gateway::{Config, Gateway, Limits};
+use duplex_gateway::{Config, Gateway, Limits, TlsFiles};
 
 /// When a change is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -27,6 +28,18 @@ struct Args {
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
+    /// Also serve /healthz, /readyz and /metrics on this address, with no
+    /// admin token and no sessions (on --listen, /metrics needs the admin
+    /// token).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Serve TLS (wss://, https://) with this PEM certificate chain;
+    /// reread on SIGHUP.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert; reread on SIGHUP.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// Be a node of a cluster whose session directory is this Redis
     /// (`redis://host:port/`): clients can resume on any node, and a
     /// node's death or shutdown loses no acknowledged change. Give every
@@ -139,6 +152,11 @@ fn config(args: &Args) -> Result<Config, String> {
         admin_token: args.admin_token.clone(),
         auth_secret: args.auth_secret.clone(),
         resume_key: args.resume_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        tls: args
+            .tls_cert
+            .as_ref()
+            .zip(args.tls_key.as_ref())
+            .map(|(cert, key)| TlsFiles::new(cert, key)),
         limits,
     })
 }
@@ -187,9 +205,45 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let scheme = if gateway.tls() { "wss" } else { "ws" };
     match listener.local_addr() {
-        Ok(addr) => println!("gateway: listening on ws://{addr}"),
+        Ok(addr) => println!("gateway: listening on {scheme}://{addr}"),
         Err(e) => eprintln!("duplex-gateway: {e}"),
+    }
+    let (stop_metrics, metrics_stopped) = tokio::sync::watch::channel(false);
+    if let Some(at) = args.metrics_listen {
+        let metrics = match tokio::net::TcpListener::bind(at).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("duplex-gateway: cannot listen on {at} for metrics: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Ok(addr) = metrics.local_addr() {
+            let scheme = if gateway.tls() { "https" } else { "http" };
+            println!("gateway: metrics on {scheme}://{addr}/metrics");
+        }
+        let mut stopped = metrics_stopped;
+        let until = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        tokio::spawn(std::sync::Arc::clone(&gateway).serve_metrics(metrics, until));
+    }
+    if gateway.tls() {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(mut hup) => {
+                let gateway = std::sync::Arc::clone(&gateway);
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        match gateway.reload_tls() {
+                            Ok(()) => println!("gateway: TLS certificate reloaded"),
+                            Err(e) => eprintln!("duplex-gateway: TLS reload refused, the certificate in use stays: {e}"),
+                        }
+                    }
+                });
+            }
+            Err(e) => eprintln!("duplex-gateway: cannot wait for SIGHUP: {e}"),
+        }
     }
     if let Some(node) = gateway.node_name() {
         println!("gateway: cluster node {node}");
@@ -225,6 +279,7 @@ async fn main() -> ExitCode {
     let counters = std::sync::Arc::clone(&gateway)
         .serve(listener, shutdown)
         .await;
+    let _ = stop_metrics.send(true);
     println!("{}", counters.line());
     println!(
         "gateway: requests_outstanding={} sessions_left={}",

@@ -244,6 +244,56 @@ pub enum ServerEvent {
     },
 }
 
+impl ClientEvent {
+    /// The event's `type` (`unknown` for any other).
+    ///
+    /// ```
+    /// use duplex_gateway::protocol::ClientEvent;
+    ///
+    /// assert_eq!(ClientEvent::Commit { epoch: 0, turn: 1 }.name(), "input.commit");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientEvent::Open { .. } => "session.open",
+            ClientEvent::Append { .. } => "input.append",
+            ClientEvent::Commit { .. } => "input.commit",
+            ClientEvent::Cancel { .. } => "response.cancel",
+            ClientEvent::Close {} => "session.close",
+            ClientEvent::Audit { .. } => "session.audit",
+            ClientEvent::Stats { .. } => "admin.stats",
+            ClientEvent::Unknown => "unknown",
+        }
+    }
+}
+
+// The realtime dialect's names sit here, beside the native ones.
+impl realtime::RealtimeEvent {
+    /// The event's `type` as the client sent it (`unsupported` for a
+    /// contract event the stand-in refuses).
+    ///
+    /// ```
+    /// use duplex_gateway::protocol::realtime::RealtimeEvent;
+    ///
+    /// assert_eq!(RealtimeEvent::Heartbeat.name(), "session.heartbeat");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        use realtime::RealtimeEvent as E;
+        match self {
+            E::SessionUpdate { .. } => "session.update",
+            E::Heartbeat => "session.heartbeat",
+            E::EventAck { .. } => "session.event_ack",
+            E::Close => "session.close",
+            E::Resume { .. } => "session.resume",
+            E::Append { .. } => "input_audio_buffer.append",
+            E::Commit { .. } => "input_audio_buffer.commit",
+            E::Clear { .. } => "input_audio_buffer.clear",
+            E::ResponseCreate { .. } => "response.create",
+            E::ResponseCancel { kind, .. } | E::Acknowledge { kind, .. } => kind,
+            E::Unsupported { .. } => "unsupported",
+        }
+    }
+}
+
 impl ServerEvent {
     /// The event as its JSON text.
     pub fn to_json(&self) -> String {

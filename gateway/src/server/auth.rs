@@ -13,7 +13,7 @@
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use tokio_tungstenite::tungstenite::handshake::server::Request;
+use tokio_tungstenite::tungstenite::http::Request;
 
 use crate::server::ownership::hex;
 
@@ -72,7 +72,7 @@ impl Verifier {
     }
 
     /// The principal of a handshake request.
-    pub(crate) fn principal(&self, request: &Request) -> Result<String, AuthError> {
+    pub(crate) fn principal<B>(&self, request: &Request<B>) -> Result<String, AuthError> {
         let token = bearer(request).ok_or(AuthError::Missing)?;
         let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation)
             .map_err(|e| AuthError::Invalid(e.to_string()))?;
@@ -87,7 +87,7 @@ impl Verifier {
 /// The token of `Authorization: Bearer <token>`, of the `access_token`
 /// query parameter, or of the `openai-insecure-api-key.<token>`
 /// subprotocol.
-fn bearer(request: &Request) -> Option<&str> {
+fn bearer<B>(request: &Request<B>) -> Option<&str> {
     if let Some(header) = request.headers().get("authorization") {
         let value = header.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;
@@ -103,7 +103,7 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 /// The subprotocols a handshake offers (`Sec-WebSocket-Protocol`).
-pub(crate) fn subprotocols(request: &Request) -> impl Iterator<Item = &str> {
+pub(crate) fn subprotocols<B>(request: &Request<B>) -> impl Iterator<Item = &str> {
     request
         .headers()
         .get_all("sec-websocket-protocol")
@@ -153,7 +153,7 @@ mod tests {
         .expect("encodes")
     }
 
-    fn request(auth: Option<&str>, query: &str) -> Request {
+    fn request(auth: Option<&str>, query: &str) -> Request<()> {
         let mut r = Request::builder().uri(format!("ws://h/{query}"));
         if let Some(a) = auth {
             r = r.header("Authorization", a);

@@ -155,11 +155,13 @@ impl Shared {
         let Some((image, inc, version)) = self.image(node, session) else {
             return Stored::Lost;
         };
-        match node
+        let since = std::time::Instant::now();
+        let saved = node
             .directory
             .save(session.as_str(), inc, changes.save(&image, version))
-            .await
-        {
+            .await;
+        self.metrics.stored(since);
+        match saved {
             Ok(counts) => {
                 self.count_releases(&changes.released, &counts);
                 Stored::Yes

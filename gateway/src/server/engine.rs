@@ -98,7 +98,12 @@ pub(crate) async fn stream_response(
             epoch,
             turn,
             index,
-            text: format!("piece {index} of the answer to turn {turn}"),
+            // Deltas join into the response's text: each after the first
+            // starts with its space.
+            text: format!(
+                "{}piece {index} of the answer to turn {turn}.",
+                if index == 0 { "" } else { " " }
+            ),
         };
         // A client that went away still has its response generated: the
         // engine finishes and releases the request below (and a realtime

@@ -6,17 +6,22 @@
 //! share), `outbox` (what a connection sends), `durable` (the cluster's
 //! persistence of sessions), `engine` (the seam to the model: streamed
 //! responses and their requests), `connection` (the protocol on one
-//! socket), `transport` (the socket), and the accept loop here.
+//! socket), `transport` (the socket), [`http`] (the port's HTTP side:
+//! the upgrade, the probes, the metrics, the page), [`tls`], and the
+//! accept loop here.
 
 pub mod auth;
 pub(crate) mod connection;
 pub(crate) mod durable;
 mod engine;
+pub mod http;
 pub mod limits;
+pub mod metrics;
 pub(crate) mod outbox;
 pub mod ownership;
 pub(crate) mod state;
 pub(crate) mod stream;
+pub mod tls;
 mod transport;
 
 use std::future::Future;
@@ -26,14 +31,10 @@ use duplex_core::CloseReason;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::cluster::{ClusterConfig, Node};
-use crate::protocol::{MAX_FRAME, READ_BUFFER};
-use crate::server::connection::Dialect;
 use crate::server::durable::Stored;
+use crate::server::http::{HandshakeError, Port};
 use crate::server::state::{Config, Shared, StartError};
 use crate::stats::{add, bump, Counters};
 
@@ -232,6 +233,15 @@ impl Gateway {
                 }
             })
         });
+        // The histograms' samples are folded in now and then, scraped or
+        // not, so that they do not pile up.
+        let upkeep = tokio::spawn(async {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                metrics::Metrics::upkeep();
+            }
+        });
         let limits = self.shared.config.limits;
         let mut connections = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -252,7 +262,7 @@ impl Gateway {
                         let shared = Arc::clone(&self.shared);
                         let stopped = stopped.clone();
                         connections.spawn(async move {
-                            if let Err(e) = serve_connection(shared, stream, stopped).await {
+                            if let Err(e) = serve_connection(shared, stream, stopped, Port::Public).await {
                                 tracing::debug!(%peer, "connection: {e}");
                             }
                             drop(slot);
@@ -272,6 +282,10 @@ impl Gateway {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        upkeep.abort();
         // A node of a cluster hands its sessions off first, so that the
         // clients it is about to let go can resume elsewhere at once.
         self.shared.drain(limits.shutdown_grace).await;
@@ -305,6 +319,95 @@ impl Gateway {
         self.counters()
     }
 
+    /// Serves the operator's endpoints alone (`/healthz`, `/readyz`,
+    /// `/metrics` without the admin token: the address is the
+    /// operator's, as with `duplex-gateway --metrics-listen`) on
+    /// `listener`, until `shutdown` resolves. At most
+    /// [`METRICS_CONNECTIONS`] requests are served at once; more are
+    /// closed at accept.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let gw = duplex_gateway::Gateway::new(duplex_gateway::Config::default())?;
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// gw.serve_metrics(listener, async {}).await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn serve_metrics(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        // Connections here never upgrade to a session socket, the one
+        // user of the stop signal: it is never sent.
+        let (_stop, stopped) = watch::channel(false);
+        let mut requests = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        if requests.len() >= METRICS_CONNECTIONS {
+                            tracing::debug!(%peer, "metrics request refused: too many at once");
+                            continue;
+                        }
+                        let (shared, stopped) = (Arc::clone(&self.shared), stopped.clone());
+                        requests.spawn(async move {
+                            if let Err(e) = serve_connection(shared, stream, stopped, Port::Metrics).await {
+                                tracing::debug!(%peer, "metrics request: {e}");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!("metrics accept failed: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF_MAX).await;
+                    }
+                },
+                Some(_) = requests.join_next(), if !requests.is_empty() => {}
+            }
+        }
+        requests.abort_all();
+    }
+
+    /// Reads the TLS certificate and key again (`duplex-gateway` does on
+    /// SIGHUP): new connections get them, open ones keep theirs. Without
+    /// TLS, nothing to do.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError`](tls::TlsError) if the files cannot be used; the ones
+    /// in use stay.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let gw = duplex_gateway::Gateway::new(duplex_gateway::Config::default()).unwrap();
+    /// assert!(gw.reload_tls().is_ok());
+    /// # }
+    /// ```
+    pub fn reload_tls(&self) -> Result<(), tls::TlsError> {
+        match &self.shared.tls {
+            Some(tls) => tls.reload(),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the gateway serves TLS.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let gw = duplex_gateway::Gateway::new(duplex_gateway::Config::default()).unwrap();
+    /// assert!(!gw.tls());
+    /// # }
+    /// ```
+    pub fn tls(&self) -> bool {
+        self.shared.tls.is_some()
+    }
+
     /// Closes every session left (shutdown): their engine requests are
     /// released.
     fn close_all(&self) {
@@ -324,106 +427,39 @@ impl Gateway {
     }
 }
 
+/// Requests the metrics listener serves at once.
+///
+/// ```
+/// assert_eq!(duplex_gateway::server::METRICS_CONNECTIONS, 64);
+/// ```
+pub const METRICS_CONNECTIONS: usize = 64;
+
 /// The first wait after a failed accept, and the longest.
 const ACCEPT_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Why a connection ended before it was served.
-#[derive(Debug, thiserror::Error)]
-enum HandshakeError {
-    #[error("WebSocket handshake failed: {0}")]
-    Failed(#[from] tokio_tungstenite::tungstenite::Error),
-    #[error("WebSocket handshake not finished within {0:?}")]
-    TimedOut(std::time::Duration),
-}
-
-/// Accepts the WebSocket handshake (within the handshake timeout) and
-/// runs the connection.
+/// Serves one accepted connection: the TLS handshake first if the port
+/// has TLS, then its HTTP request, both within the handshake timeout.
 async fn serve_connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     stopped: watch::Receiver<bool>,
+    port: Port,
 ) -> Result<(), HandshakeError> {
     let _ = stream.set_nodelay(true);
-    // A small read buffer: tungstenite zero-fills the unused part of it on
-    // every read, and a voice event is about 1 KiB. At the default 128 KiB
-    // that memset was a fifth of the gateway's CPU under load.
-    let config = WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER)
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
-    let limit = shared.config.limits.handshake_timeout;
-    // With `--auth-secret`, the handshake is where a connection says who
-    // it is; without a valid token it gets HTTP 401 and nothing else.
-    let mut principal = None;
-    let mut dialect = Dialect::Native;
-    // The error type is tungstenite's (an HTTP response): not ours to box.
-    #[allow(clippy::result_large_err)]
-    let check = |request: &Request, mut response: Response| {
-        dialect = dialect_of(request);
-        // A browser's realtime client offers `realtime` (and its key as a
-        // subprotocol): the answer must name one it offered.
-        if offers_realtime(request) {
-            response.headers_mut().insert(
-                "sec-websocket-protocol",
-                tokio_tungstenite::tungstenite::http::HeaderValue::from_static("realtime"),
-            );
-        }
-        match &shared.verifier {
-            None => Ok(response),
-            Some(verifier) => match verifier.principal(request) {
-                Ok(p) => {
-                    principal = Some(p);
-                    Ok(response)
-                }
-                Err(e) => {
-                    bump(&shared.stats.auth_refused);
-                    tracing::debug!("handshake refused: {e}");
-                    let mut refusal = ErrorResponse::new(Some(e.to_string()));
-                    *refusal.status_mut() = StatusCode::UNAUTHORIZED;
-                    Err(refusal)
-                }
-            },
-        }
+    let deadline = tokio::time::Instant::now() + shared.config.limits.handshake_timeout;
+    let Some(tls) = &shared.tls else {
+        return http::serve(shared, stream, stopped, port, deadline).await;
     };
-    let ws = tokio::time::timeout(
-        limit,
-        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)),
-    )
-    .await
-    .map_err(|_| {
-        bump(&shared.stats.handshakes_timed_out);
-        HandshakeError::TimedOut(limit)
-    })??;
-    transport::run(shared, ws, principal, dialect, stopped).await;
-    Ok(())
-}
-
-/// The dialect a handshake's path asks for: the realtime dialect on
-/// `/v1/realtime` and `/v1/duplex` (with `autostart` and `session_id` from
-/// the query), the native one elsewhere.
-fn dialect_of(request: &Request) -> Dialect {
-    let uri = request.uri();
-    let path = uri.path().trim_end_matches('/');
-    if path != "/v1/realtime" && path != "/v1/duplex" {
-        return Dialect::Native;
-    }
-    let mut autostart = true;
-    let mut session_id = None;
-    for pair in uri.query().unwrap_or("").split('&') {
-        match pair.split_once('=') {
-            Some(("autostart", v)) => autostart = !matches!(v, "0" | "false" | "off"),
-            Some(("session_id", v)) if !v.is_empty() => session_id = Some(v.to_owned()),
-            _ => {}
+    let acceptor = tls.acceptor();
+    match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => http::serve(shared, stream, stopped, port, deadline).await,
+        Ok(Err(e)) => Err(HandshakeError::Tls(e)),
+        Err(_) => {
+            bump(&shared.stats.handshakes_timed_out);
+            Err(HandshakeError::TimedOut(
+                shared.config.limits.handshake_timeout,
+            ))
         }
     }
-    Dialect::Realtime {
-        autostart,
-        session_id,
-    }
-}
-
-/// Whether the handshake offers the `realtime` subprotocol.
-fn offers_realtime(request: &Request) -> bool {
-    auth::subprotocols(request).any(|p| p == "realtime")
 }

@@ -60,6 +60,9 @@ pub struct Config {
     /// key drawn from the OS random source at start (tokens then die with
     /// the process).
     pub resume_key: Option<Vec<u8>>,
+    /// Serve TLS (`wss://`, `https://`) with this certificate and key
+    /// (`None`: plain TCP). See [`tls`](crate::server::tls).
+    pub tls: Option<crate::server::tls::TlsFiles>,
     /// What one client may cost.
     pub limits: Limits,
 }
@@ -77,6 +80,7 @@ impl core::fmt::Debug for Config {
             .field("admin_token", &secret(&self.admin_token))
             .field("auth_secret", &secret(&self.auth_secret))
             .field("resume_key", &self.resume_key.as_ref().map(|_| ".."))
+            .field("tls", &self.tls)
             .field("limits", &self.limits)
             .finish()
     }
@@ -94,6 +98,7 @@ impl Default for Config {
             admin_token: None,
             auth_secret: None,
             resume_key: None,
+            tls: None,
             limits: Limits::default(),
         }
     }
@@ -126,6 +131,9 @@ pub enum StartError {
     /// No key for resume tokens could be made.
     #[error("cannot make the resume-token key: {0}")]
     Secret(RandomError),
+    /// The TLS certificate or key could not be used.
+    #[error(transparent)]
+    Tls(#[from] crate::server::tls::TlsError),
     /// An empty admin token (it would match an empty guess).
     #[error("the admin token must not be empty")]
     EmptyAdminToken,
@@ -224,6 +232,12 @@ pub(crate) struct Shared {
     pub(crate) draining: std::sync::atomic::AtomicBool,
     /// The realtime sessions' event streams and journals.
     pub(crate) journals: Arc<crate::server::stream::Journals>,
+    /// Set when the gateway starts shutting down: `/readyz` answers 503.
+    pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// TLS on the port (`None`: plain TCP).
+    pub(crate) tls: Option<crate::server::tls::Tls>,
+    /// What `/metrics` shows besides the counters.
+    pub(crate) metrics: crate::server::metrics::Metrics,
 }
 
 impl Shared {
@@ -268,6 +282,11 @@ impl Shared {
         }
         let keys = Keys::new(config.admin_token.as_deref(), config.resume_key.as_deref())
             .map_err(StartError::Secret)?;
+        let tls = config
+            .tls
+            .clone()
+            .map(crate::server::tls::Tls::load)
+            .transpose()?;
         Ok(Shared {
             manager: Arc::new(manager),
             audit: config.audit.then(Audit::new),
@@ -285,7 +304,39 @@ impl Shared {
             node: node.map(|(node, _)| node),
             draining: std::sync::atomic::AtomicBool::new(false),
             journals: Arc::default(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+            tls,
+            metrics: crate::server::metrics::Metrics::new(),
         })
+    }
+
+    /// Why the gateway should get no new sessions now (`None`: ready):
+    /// it is shutting down or draining, it is at its connection cap (the
+    /// request asking took the last slot), or, for a node of a cluster,
+    /// its store does not answer within a second or no longer lists the
+    /// node as live.
+    pub(crate) async fn unready(&self) -> Option<&'static str> {
+        use std::sync::atomic::Ordering;
+        if self.stopping.load(Ordering::Relaxed) || self.draining.load(Ordering::Relaxed) {
+            return Some("draining");
+        }
+        if self.slots.open() >= self.config.limits.max_connections {
+            return Some("at the connection cap");
+        }
+        if let Some(node) = &self.node {
+            let directory = &node.directory;
+            let live = tokio::time::timeout(
+                StdDuration::from_secs(1),
+                directory.is_live(directory.node()),
+            )
+            .await;
+            match live {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return Some("the store does not list this node as live"),
+                Ok(Err(_)) | Err(_) => return Some("the store does not answer"),
+            }
+        }
+        None
     }
 
     /// The counters now.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -79,13 +79,16 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
 
 /// Runs a connection until the client closes or drops it, a limit ends
 /// it, or the server shuts down.
-pub(crate) async fn run(
+pub(crate) async fn run<S>(
     shared: Arc<Shared>,
-    ws: WebSocketStream<TcpStream>,
+    ws: WebSocketStream<S>,
     principal: Option<String>,
     dialect: Dialect,
     mut stopped: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let realtime = matches!(dialect, Dialect::Realtime { .. });
     let limits = shared.config.limits;
     let (mut sink, mut source) = ws.split();
     let (outbox, mut rx) = Outbox::new(limits.max_outbound_bytes);
@@ -98,16 +101,24 @@ pub(crate) async fn run(
         // Only the count: a sender here would keep the queue open forever.
         let queued = Arc::clone(&outbox.queued);
         let writing_since = Arc::clone(&writing_since);
+        let shared = Arc::clone(&shared);
+        let count = move |message: &Message| {
+            if let Message::Text(text) = message {
+                shared.metrics.written(realtime, text.as_str());
+            }
+        };
         tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
                 writing_since.store(millis_since(epoch).max(1), Ordering::Relaxed);
                 // Whatever else is queued goes out in the same write: under
                 // load one syscall carries several events.
                 let mut len = first.len();
+                count(&first);
                 let mut fed = sink.feed(first).await;
                 while fed.is_ok() {
                     let Ok(more) = rx.try_recv() else { break };
                     len += more.len();
+                    count(&more);
                     fed = sink.feed(more).await;
                 }
                 let sent = match fed {

@@ -15,7 +15,8 @@ use duplex_loadgen::{run, Config};
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// The gateway: ws://HOST:PORT on this machine. Give it several times
+    /// The gateway: ws://HOST:PORT (or wss:// with --tls-ca) on this
+    /// machine. Give it several times
     /// for the nodes of one cluster: clients go round them, and resume on
     /// the next when their node dies or hands their session off.
     #[arg(long, default_value = "ws://127.0.0.1:8787")]
@@ -51,6 +52,9 @@ struct Args {
     /// on `/v1/realtime`).
     #[arg(long, default_value = "native")]
     dialect: duplex_loadgen::Dialect,
+    /// For a wss:// gateway: the PEM certificate (or CA) to trust.
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -85,6 +89,7 @@ async fn main() -> ExitCode {
         admin_token: args.admin_token,
         auth_secret: args.auth_secret,
         dialect: args.dialect,
+        tls_ca: args.tls_ca,
     };
     match run(config).await {
         Ok(report) => {

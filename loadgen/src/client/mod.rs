@@ -77,7 +77,11 @@ impl std::fmt::Display for Unreconciled {
     }
 }
 
-type Ws = WebSocketStream<TcpStream>;
+/// The client's transport: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+type Ws = WebSocketStream<Box<dyn Io>>;
 
 /// A client's counts; merged into the run's report.
 #[derive(Debug, Default, Clone)]
@@ -187,6 +191,8 @@ pub(super) struct Client {
     broken: bool,
     config: Arc<Config>,
     identity: Option<Identity>,
+    /// TLS to the gateway (`wss://`).
+    pub(crate) tls: Option<Arc<crate::tls::Tls>>,
     rng: ChaCha8Rng,
     ws: Option<Ws>,
     held: Option<Held>,
@@ -228,6 +234,7 @@ impl Client {
             broken: false,
             config,
             identity,
+            tls: None,
             rng,
             ws: None,
             held: None,
@@ -355,6 +362,21 @@ impl Client {
     async fn connect_to(&mut self, addr: SocketAddr) -> Result<(), Gone> {
         let tcp = TcpStream::connect(addr).await.map_err(|_| Gone)?;
         let _ = tcp.set_nodelay(true);
+        let io: Box<dyn Io> = match &self.tls {
+            None => Box::new(tcp),
+            Some(tls) => match tls.connector.connect(tls.name.clone(), tcp).await {
+                Ok(stream) => Box::new(stream),
+                Err(e) => {
+                    // Said once a run: every client would fail the same way.
+                    static SAID: std::sync::atomic::AtomicBool =
+                        std::sync::atomic::AtomicBool::new(false);
+                    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        tracing::warn!("TLS handshake with {addr} failed: {e}");
+                    }
+                    return Err(Gone);
+                }
+            },
+        };
         let path = if self.realtime() {
             "/v1/realtime?duplex=1&model=loadgen&autostart=0"
         } else {
@@ -370,7 +392,7 @@ impl Client {
             request.headers_mut().insert("authorization", value);
         }
         let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-        let (ws, _) = tokio_tungstenite::client_async_with_config(request, tcp, Some(config))
+        let (ws, _) = tokio_tungstenite::client_async_with_config(request, io, Some(config))
             .await
             .map_err(|_| Gone)?;
         self.ws = Some(ws);

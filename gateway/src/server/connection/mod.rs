@@ -128,9 +128,16 @@ impl Connection {
             self.on_realtime_text(text).await;
             return;
         }
+        let events_in = &self.shared.metrics.native.events_in;
         let reply = match decode(text) {
-            Ok(event) => self.on_event(event).await,
-            Err(e) => Some(self.protocol_error(&e)),
+            Ok(event) => {
+                events_in.bump(event.name());
+                self.on_event(event).await
+            }
+            Err(e) => {
+                events_in.bump("invalid");
+                Some(self.protocol_error(&e))
+            }
         };
         if let Some(reply) = reply {
             self.send(reply).await;
@@ -396,6 +403,7 @@ impl Connection {
         turn: u64,
         chunk: &[u8],
     ) -> ServerEvent {
+        let since = std::time::Instant::now();
         let ev = Some(event_id.as_str());
         let op = match self.id(&event_id, ev) {
             Ok(op) => op,
@@ -430,9 +438,10 @@ impl Connection {
             None => self.not_open(&held, ev),
             Some(Err(e)) => self.manager_error(&Error::from(e), ev),
             Some(Ok((a, duplicate))) => {
-                let _ = chunk; // the stand-in engine consumes the audio here
-                               // A duplicate is stored too: its first acknowledgement may
-                               // not have been.
+                // The stand-in engine would consume the audio here.
+                let _ = chunk;
+                // A duplicate is stored too: its first acknowledgement may
+                // not have been.
                 let mut changes = Changes::default();
                 if !duplicate && self.shared.node.is_some() {
                     changes
@@ -447,6 +456,7 @@ impl Connection {
                 } else {
                     &self.shared.stats.appended
                 });
+                self.shared.metrics.appended(since);
                 ServerEvent::Appended {
                     event_id,
                     seq: a.seq,

@@ -92,9 +92,14 @@ fn auto_response(config: &Map<String, Value>) -> Option<bool> {
 impl Connection {
     /// Decodes and answers one text message of the realtime dialect.
     pub(super) async fn on_realtime_text(&mut self, text: &str) {
+        let events_in = &self.shared.metrics.realtime.events_in;
         match realtime::decode(text) {
-            Ok(event) => self.on_realtime_event(event).await,
+            Ok(event) => {
+                events_in.bump(event.name());
+                self.on_realtime_event(event).await;
+            }
             Err(e) => {
+                events_in.bump("invalid");
                 crate::stats::bump(&self.shared.stats.refused);
                 self.rt_send(vec![e.to_value()]).await;
             }
