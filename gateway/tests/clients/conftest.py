@@ -71,8 +71,11 @@ def gateway(request):
     def start(*args: str, env: dict | None = None) -> Gateway:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("DUPLEX_")}
         full_env.update(env or {})
+        # Defaults a test's own arguments override.
+        defaults = {"--grace-s": "5", "--deltas": "8", "--delta-ms": "40"}
+        chosen = [x for flag, value in defaults.items() if flag not in args for x in (flag, value)]
         process = subprocess.Popen(
-            [str(exe), "--listen", "127.0.0.1:0", "--grace-s", "5", "--deltas", "8", "--delta-ms", "40", *args],
+            [str(exe), "--listen", "127.0.0.1:0", *chosen, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
