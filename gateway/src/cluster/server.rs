@@ -149,6 +149,41 @@ impl RedisServer {
     pub fn port(&self) -> u16 {
         self.port
     }
+
+    /// Kills it with SIGKILL, as a crash would: whatever it held in
+    /// memory is gone.
+    ///
+    /// ```no_run
+    /// let mut redis = duplex_gateway::cluster::RedisServer::start()?;
+    /// redis.kill();
+    /// redis.restart()?; // the same port, empty
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port, empty (nothing is persisted), and
+    /// waits until it listens. Blocks for up to 10 s.
+    ///
+    /// ```no_run
+    /// let mut redis = duplex_gateway::cluster::RedisServer::start()?;
+    /// let port = redis.port();
+    /// redis.restart()?;
+    /// assert_eq!(redis.port(), port);
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RedisServerError`]: the port was taken meanwhile, or the server
+    /// did not listen in time.
+    pub fn restart(&mut self) -> Result<(), RedisServerError> {
+        self.kill();
+        self.child = spawn(self.port, &[])?;
+        listening(&mut self.child, self.port)
+    }
 }
 
 impl Drop for RedisServer {
@@ -296,6 +331,22 @@ impl LocalRedis {
         match self {
             LocalRedis::Server(s) => super::RedisTarget::Server(s.url()),
             LocalRedis::Cluster(c) => super::RedisTarget::Cluster(c.urls()),
+        }
+    }
+
+    /// The one server, if it is one (not a cluster).
+    ///
+    /// ```no_run
+    /// let mut store = duplex_gateway::cluster::LocalRedis::start(false)?;
+    /// if let Some(server) = store.server_mut() {
+    ///     server.kill();
+    /// }
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    pub fn server_mut(&mut self) -> Option<&mut RedisServer> {
+        match self {
+            LocalRedis::Server(s) => Some(s),
+            LocalRedis::Cluster(_) => None,
         }
     }
 

@@ -3,12 +3,15 @@
 //! with `--redis-cluster`, a three-master Redis Cluster),
 //! N `duplex-gateway` nodes sharing it, and the load generator against all
 //! of them; kills a random node with SIGKILL every `--kill-every-s` seconds
-//! and drains one with SIGTERM every `--drain-every-s`, restarting each.
+//! and drains one with SIGTERM every `--drain-every-s`, restarting each;
+//! with `--kill-redis-every-s`, kills the redis-server itself and starts it
+//! again, empty, on the same port (it outlives the store's death: every
+//! read of the directory is retried while the store comes back).
 //! Then it waits for every session left behind to be closed or to expire,
 //! and counts every engine request's releases in the directory.
 //!
 //! Prints the load generator's lines, then `cluster: nodes=N kills=K
-//! drains=D released_once=true|false`, and exits 1 unless `lost=0
+//! drains=D redis_kills=R released_once=true|false`, and exits 1 unless `lost=0
 //! doubled=0 unreconciled=0`, no reply was unexpected, and every engine
 //! request was released exactly once.
 
@@ -45,6 +48,12 @@ struct Args {
     /// never).
     #[arg(long, default_value_t = 15)]
     drain_every_s: u64,
+    /// Kill the redis-server with SIGKILL this often and start it again,
+    /// empty, on the same port a second later (0: never; one
+    /// redis-server only). The store's death: what a node held live
+    /// survives, what only the store held is gone.
+    #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
+    kill_redis_every_s: u64,
     /// Milliseconds between a client's 20 ms chunks.
     #[arg(long, default_value_t = 20)]
     chunk_ms: u64,
@@ -222,12 +231,30 @@ async fn main() -> ExitCode {
     }
 }
 
+/// `op` until it succeeds, for up to 15 s (the store restarting).
+async fn retried<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
+    what: &str,
+    mut op: impl FnMut() -> F,
+) -> Result<T, String> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() >= give_up => {
+                return Err(format!("cannot {what}: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     if args.nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
-    // Kept running for the whole run.
-    let store = LocalRedis::start(args.redis_cluster).map_err(|e| e.to_string())?;
+    // Kept running for the whole run (killed and restarted with
+    // --kill-redis-every-s).
+    let mut store = LocalRedis::start(args.redis_cluster).map_err(|e| e.to_string())?;
     let target = store.target();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
@@ -267,19 +294,36 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let load = tokio::spawn(loadgen::run(config));
 
     // The faults, while the clients stream.
-    let (mut kills, mut drains) = (0usize, 0usize);
+    let (mut kills, mut drains, mut redis_kills) = (0usize, 0usize, 0usize);
     let start = tokio::time::Instant::now();
     let end = start + Duration::from_secs(args.duration_s);
     let every = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     let (kill_every, drain_every) = (every(args.kill_every_s), every(args.drain_every_s));
+    let redis_every = every(args.kill_redis_every_s);
     let mut next_kill = kill_every.map(|d| start + d);
     let mut next_drain = drain_every.map(|d| start + d);
+    let mut next_redis = redis_every.map(|d| start + d);
     loop {
-        let next = [next_kill, next_drain].into_iter().flatten().min();
-        let Some(at) = next.filter(|&at| at + Duration::from_secs(1) < end) else {
+        let next = [next_kill, next_drain, next_redis]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(at) = next.filter(|&at| at + Duration::from_secs(2) < end) else {
             break;
         };
         tokio::time::sleep_until(at).await;
+        if Some(at) == next_redis {
+            let Some(server) = store.server_mut() else {
+                return Err("--kill-redis-every-s needs one redis-server".into());
+            };
+            server.kill();
+            redis_kills += 1;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::task::block_in_place(|| server.restart())
+                .map_err(|e| format!("redis-server did not come back: {e}"))?;
+            next_redis = redis_every.map(|d| at + d);
+            continue;
+        }
         let victim = (rng.next_u32() as usize) % nodes.len();
         let node = &mut nodes[victim];
         if Some(at) == next_kill {
@@ -302,17 +346,20 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
 
     // Sessions nobody resumed (adopted from a killed node, handed off by a
     // drain) expire after the grace; then every request must be released.
-    let directory = Directory::connect_to(&target, "duplex-cluster")
-        .await
-        .map_err(|e| e.to_string())?;
+    // The store may have just come back: each read is tried again for a
+    // while before the run gives up on it.
+    let directory = retried("connect to the directory", || {
+        Directory::connect_to(&target, "duplex-cluster")
+    })
+    .await?;
     let settle = tokio::time::Instant::now() + Duration::from_secs(args.grace_s * 3 + 10);
-    while directory.records().await.map_err(|e| e.to_string())? > 0
+    while retried("count records", || directory.records()).await? > 0
         && tokio::time::Instant::now() < settle
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let left = directory.records().await.map_err(|e| e.to_string())?;
-    let tally = directory.release_tally().await.map_err(|e| e.to_string())?;
+    let left = retried("count records", || directory.records()).await?;
+    let tally = retried("read the release counts", || directory.release_tally()).await?;
     for mut node in nodes {
         let _ = Command::new("kill")
             .args(["-INT", &node.child.id().to_string()])
@@ -325,7 +372,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let released_once = tally.exactly_once() && left == 0;
     let redis = store.name();
     println!(
-        "cluster: nodes={} redis={redis} kills={kills} drains={drains} requests={} sessions_left={left} released_once={released_once}",
+        "cluster: nodes={} redis={redis} kills={kills} drains={drains} redis_kills={redis_kills} requests={} sessions_left={left} released_once={released_once}",
         args.nodes, tally.bound
     );
     let mut failures = report.failures();
