@@ -11,3 +11,16 @@ pub mod model;
 /// The README's examples, compiled and run as doctests so they stay true.
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
+
+/// The user guides' Rust examples (`docs/`), compiled and run as doctests.
+pub mod guides {
+    /// The device guide.
+    #[doc = include_str!("../../docs/device.md")]
+    pub mod device {}
+    /// The server guide.
+    #[doc = include_str!("../../docs/server.md")]
+    pub mod server {}
+    /// The core's reference: lifecycle, capacities, storage, features.
+    #[doc = include_str!("../../docs/core.md")]
+    pub mod core {}
+}
