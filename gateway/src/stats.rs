@@ -120,8 +120,17 @@ counters! {
     /// `session.moved`).
     drained,
     /// Cluster: changes not acknowledged because Redis did not answer
-    /// (the session was dropped here; its stored state stands).
+    /// (the session is kept here; its next save carries them again).
     store_failed,
+    /// Cluster: times this node saw the store lose its data (its
+    /// generation changed).
+    store_losses,
+    /// Cluster: sessions written back after the store lost them or some
+    /// of their writes.
+    written_back,
+    /// Cluster: resumes answered `state_lost` (the store lost its data
+    /// and does not have the session).
+    state_lost,
     /// Cluster: engine requests the directory counted as released more
     /// than once (must stay 0).
     releases_doubled,

@@ -173,6 +173,12 @@ pub struct Report {
     /// drain). Each is announced to the client, which starts a new
     /// session; counted, not a failure.
     pub resyncs: u64,
+    /// Sessions the server said the store lost (`state_lost`, or
+    /// `session.expired` with reason `state_lost`): the store died with
+    /// state no live node held. What was acknowledged in them is gone and
+    /// the client was told, so it is not counted in `lost`; counted, not a
+    /// failure.
+    pub state_lost: u64,
     /// Clients that could not compare their ledger with the server's log
     /// (the gateway went away, or runs without `--audit`): for them `lost`
     /// and `doubled` say nothing, so the run fails.
@@ -233,9 +239,9 @@ impl Report {
     /// The other counts, for the line before the last.
     pub fn detail(&self) -> String {
         format!(
-            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={} resyncs={}",
+            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={} resyncs={} state_lost={}",
             self.sessions, self.failovers, self.resumes_refused, self.garbage_refused, self.responses,
-            self.barge_ins, self.unexpected, self.resyncs
+            self.barge_ins, self.unexpected, self.resyncs, self.state_lost
         )
     }
 }
@@ -386,6 +392,7 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         barge_ins: tally.barge_ins,
         unexpected: tally.unexpected,
         resyncs: tally.resyncs,
+        state_lost: tally.state_lost,
         unreconciled: tally.unreconciled,
         unreconciled_why: tally.unreconciled_why,
     })

@@ -10,8 +10,12 @@
 pub mod directory;
 mod node;
 mod server;
+mod shadow;
+pub(crate) use shadow::Batch;
 
-pub use directory::{Directory, DirectoryError, Record, RedisTarget, ReleaseTally, Save};
+pub use directory::{
+    Directory, DirectoryError, Record, RedisTarget, ReleaseTally, Save, WriteBack,
+};
 pub use node::ClusterConfig;
 pub(crate) use node::Node;
 pub use server::{LocalRedis, RedisCluster, RedisServer, RedisServerError};

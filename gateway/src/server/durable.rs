@@ -7,11 +7,20 @@
 //!   the change (applied input, bound and released engine requests) are
 //!   written in one script before the client hears of it. A node killed
 //!   at any instant has lost nothing it acknowledged.
-//! - **When in doubt, reload.** If Redis refuses a write (another node owns
-//!   the session now) or does not answer, the local copy is dropped; the
-//!   stored state stands, and the client's next resume takes the session
-//!   over from it. So this node never acts on state the directory does not
-//!   hold.
+//! - **Refused means gone; unanswered means kept.** If Redis refuses a
+//!   write (another node owns the session now, or it was closed), the
+//!   local copy is dropped: the stored state stands, and the client's next
+//!   resume takes the session over from it. If Redis does not answer, the
+//!   change is not acknowledged, the session is detached and kept here,
+//!   and its next save carries the change again (the node's shadow of the
+//!   session, `cluster::shadow`, makes a save sent twice count once).
+//! - **A store that lost data is written back.** A save that finds the
+//!   record gone without a tombstone, or the applied log shorter than this
+//!   node stored, and a store generation that changed (checked at every
+//!   heartbeat), mean the store lost what it held (restarted empty, failed
+//!   over to a replica that missed writes): this node writes back every
+//!   session it holds, fenced so a session another node took over or
+//!   closed meanwhile is not overwritten.
 //! - **Requests are released once.** The engine requests a session holds
 //!   belong to the engine of the node that owns it. A takeover or an
 //!   adoption releases those of the previous owner in the same script that
@@ -22,7 +31,7 @@
 use duplex_core::{AnySession, Fence, Id};
 use duplex_std::Sessions;
 
-use crate::cluster::{DirectoryError, Node, Record, Save};
+use crate::cluster::{Batch, DirectoryError, Node, Record, Save};
 use crate::server::ownership::Owner;
 use crate::server::state::Shared;
 use crate::stats::{add, bump};
@@ -39,8 +48,10 @@ pub(crate) enum Stored {
     /// Another node owns the session now (or another session has the id):
     /// the local copy was dropped.
     Lost,
-    /// Redis did not answer: the local copy was dropped; the stored state
-    /// stands.
+    /// Redis did not answer: not acknowledged. The session is kept here
+    /// and its next save carries the change again (a takeover, an
+    /// adoption or an open that was not stored is dropped: its stored
+    /// state stands).
     Unavailable,
 }
 
@@ -60,7 +71,19 @@ impl Changes {
             applied: &self.applied,
             bound: &self.bound,
             released: &self.released,
+            base: None,
         }
+    }
+}
+
+fn batch_save<'a>(batch: &'a Batch, image: &'a [u8], version: u64) -> Save<'a> {
+    Save {
+        image,
+        version,
+        applied: &batch.applied,
+        bound: &batch.bound,
+        released: &batch.released,
+        base: batch.base,
     }
 }
 
@@ -74,9 +97,17 @@ pub(crate) enum TakeOver {
     Refused,
     /// The gateway is full.
     Full,
+    /// The store has no such session and lost its data a moment ago: the
+    /// session may have been lost with it.
+    StateLost,
     /// Redis did not answer.
     Unavailable,
 }
+
+/// How many lease generations past the stored image a resume token is
+/// checked for: a token that verifies for one of them was handed out after
+/// the state the store holds (the store lost the newer one).
+const TOKEN_LOOKAHEAD: u64 = 8;
 
 /// A restored gateway session.
 type Image = AnySession<Owner>;
@@ -90,7 +121,7 @@ fn owner_of(s: &Image) -> Option<Owner> {
 impl Shared {
     /// The session's image, incarnation and image version, all taken under
     /// its shard lock (so a later state has a larger version).
-    fn image(&self, node: &Node, session: &Id) -> Option<(Vec<u8>, u64, u64)> {
+    pub(crate) fn image(&self, node: &Node, session: &Id) -> Option<(Vec<u8>, u64, u64)> {
         self.manager
             .with_session(session, |s| {
                 let mut buf = vec![0u8; IMAGE_MAX];
@@ -112,7 +143,12 @@ impl Shared {
     pub(crate) fn drop_local(&self, session: &Id) {
         // The exported session is dropped here: its requests are not
         // released by this node.
-        let _ = self.manager.export(session.as_str());
+        if self.manager.export(session.as_str()).is_ok() {
+            tracing::debug!(%session, "local copy dropped");
+        }
+        if let Some(node) = &self.node {
+            node.shadows.forget(session);
+        }
     }
 
     /// Drops this node's adoption hint for a session it does not hold (the
@@ -129,6 +165,14 @@ impl Shared {
                 bump(&self.stats.releases_doubled);
                 tracing::error!(%request, times = n, "an engine request was released more than once");
             }
+        }
+    }
+
+    /// Requests this node released a second time.
+    fn released_again(&self, again: &[String]) {
+        for request in again {
+            bump(&self.stats.releases_doubled);
+            tracing::error!(%request, "an engine request was released twice by this node");
         }
     }
 
@@ -155,16 +199,33 @@ impl Shared {
         let Some((image, inc, version)) = self.image(node, session) else {
             return Stored::Lost;
         };
+        let Changes {
+            applied,
+            bound,
+            released,
+        } = changes;
+        let batch = node.shadows.batch(session, applied, bound, released);
+        self.released_again(&batch.again);
         let since = std::time::Instant::now();
         let saved = node
             .directory
-            .save(session.as_str(), inc, changes.save(&image, version))
+            .save(session.as_str(), inc, batch_save(&batch, &image, version))
             .await;
         self.metrics.stored(since);
         match saved {
             Ok(counts) => {
-                self.count_releases(&changes.released, &counts);
+                self.count_releases(&batch.released, &counts);
+                node.shadows.stored(session, &batch, &counts);
                 Stored::Yes
+            }
+            Err(e @ (DirectoryError::Missing { .. } | DirectoryError::Behind { .. })) => {
+                tracing::warn!(%session, "the store lost this session's state: {e}");
+                self.write_back(node, session).await
+            }
+            Err(e @ DirectoryError::Redis(_)) => {
+                bump(&self.stats.store_failed);
+                tracing::warn!(%session, "not stored (kept here, sent again with the next save): {e}");
+                Stored::Unavailable
             }
             Err(e) => self.failed(node, session, &e).await,
         }
@@ -190,9 +251,18 @@ impl Shared {
         if let Err(e) = node.directory.own(session.as_str()).await {
             return self.failed(node, session, &e).await;
         }
-        match node.directory.create(session.as_str(), inc, save).await {
-            Ok(true) => Stored::Yes,
-            Ok(false) => {
+        match node.directory.create_at(session.as_str(), inc, save).await {
+            Ok(Some(0)) => {
+                node.shadows.start(session, Vec::new(), Vec::new());
+                Stored::Yes
+            }
+            // An earlier session of this id left its log: the shadow
+            // continues it.
+            Ok(Some(_)) => match self.load_shadow(node, session).await {
+                Ok(()) => Stored::Yes,
+                Err(e) => self.failed(node, session, &e).await,
+            },
+            Ok(None) => {
                 self.drop_local(session);
                 self.disown(node, session).await;
                 Stored::Lost
@@ -213,25 +283,57 @@ impl Shared {
         let Some(node) = &self.node else {
             return Stored::Yes;
         };
-        let changes = Changes {
-            released,
-            ..Changes::default()
+        let id = Id::new(session).ok();
+        let batch = match &id {
+            Some(id) => {
+                let batch = node.shadows.batch(id, Vec::new(), Vec::new(), released);
+                self.released_again(&batch.again);
+                batch
+            }
+            None => Batch {
+                released,
+                ..Default::default()
+            },
         };
         let mut wait = std::time::Duration::from_millis(50);
         for _ in 0..6 {
             match node
                 .directory
-                .close(session, incarnation, changes.save(&[], 0))
+                .close(session, incarnation, batch_save(&batch, &[], 0))
                 .await
             {
                 Ok(counts) => {
-                    self.count_releases(&changes.released, &counts);
+                    tracing::debug!(%session, incarnation, "closed");
+                    self.count_releases(&batch.released, &counts);
+                    if let Some(id) = &id {
+                        node.shadows.close(id, incarnation);
+                    }
                     if let Err(e) = node.directory.disown(session).await {
                         tracing::warn!(%session, "adoption hint not removed: {e}");
                     }
                     return Stored::Yes;
                 }
-                Err(DirectoryError::Lost { .. }) => return Stored::Lost,
+                Err(DirectoryError::Lost { .. }) => {
+                    tracing::debug!(%session, incarnation, "close refused: another node holds it, or it was closed");
+                    if let Some(id) = &id {
+                        node.shadows.forget(id);
+                    }
+                    return Stored::Lost;
+                }
+                // The store lost the session: it is written back closed
+                // (its log, release counts and tombstone), which is the
+                // close.
+                Err(e @ (DirectoryError::Missing { .. } | DirectoryError::Behind { .. })) => {
+                    tracing::warn!(%session, "the store lost this session's state before its close: {e}");
+                    let Some(id) = &id else { return Stored::Lost };
+                    match self.write_back_closed(node, id, incarnation).await {
+                        Stored::Unavailable => {
+                            tokio::time::sleep(wait).await;
+                            wait *= 2;
+                        }
+                        done => return done,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(%session, "close not stored yet, retrying in {wait:?}: {e}");
                     tokio::time::sleep(wait).await;
@@ -240,6 +342,9 @@ impl Shared {
             }
         }
         bump(&self.stats.store_failed);
+        if let Some(id) = &id {
+            node.shadows.close(id, incarnation);
+        }
         Stored::Unavailable
     }
 
@@ -262,7 +367,30 @@ impl Shared {
         for _ in 0..4 {
             let record = match node.directory.load(session.as_str()).await {
                 Ok(Some(record)) => record,
-                Ok(None) => return Err(TakeOver::Refused),
+                // A copy here of a session the store does not have: the
+                // store lost it (a closed one leaves a tombstone, and the
+                // write-back refuses it). Written back, it resumes here.
+                Ok(None) if self.manager.with_session(session, |_| ()).is_some() => {
+                    return match self.write_back(node, session).await {
+                        Stored::Yes => Err(TakeOver::Local),
+                        Stored::Lost => Err(TakeOver::Refused),
+                        Stored::Unavailable => Err(TakeOver::Unavailable),
+                    };
+                }
+                // Unknown to the store. If it just lost its data, the
+                // session may be on its way back (the node holding it
+                // writes it back within a few heartbeats): try again. After
+                // that, and within the grace, it was lost with the store.
+                Ok(None) => {
+                    match node.directory.was_closed(session.as_str()).await {
+                        Ok(true) => return Err(TakeOver::Refused),
+                        Ok(false) => {}
+                        Err(_) => return Err(TakeOver::Unavailable),
+                    }
+                    self.check_store().await;
+                    tracing::debug!(%session, "resume of a session the store does not have");
+                    return Err(self.after_loss(node).await);
+                }
                 Err(e) => {
                     tracing::warn!(%session, "cannot read the directory: {e}");
                     return Err(TakeOver::Unavailable);
@@ -288,12 +416,35 @@ impl Shared {
                 return Err(TakeOver::Refused);
             };
             let generation = restored.lease_generation();
-            if restored.id() != session
-                || !self
-                    .keys
-                    .verify(session.as_str(), &owner, generation, token)
-            {
+            if restored.id() != session {
                 return Err(TakeOver::Refused);
+            }
+            if !self
+                .keys
+                .verify(session.as_str(), &owner, generation, token)
+            {
+                // A token of a later generation than the stored image: the
+                // store is behind the session (it lost its newest state).
+                let newer = (1..=TOKEN_LOOKAHEAD).any(|d| {
+                    self.keys.verify(
+                        session.as_str(),
+                        &owner,
+                        generation.saturating_add(d),
+                        token,
+                    )
+                });
+                tracing::debug!(%session, newer, generation, "resume token not of the stored generation");
+                return Err(if newer {
+                    // Unless the store lost data lately (the node holding
+                    // the newest copy may be writing it back), it was
+                    // lost: a replica that missed writes was promoted.
+                    match self.after_loss(node).await {
+                        TakeOver::Refused => TakeOver::StateLost,
+                        other => other,
+                    }
+                } else {
+                    TakeOver::Refused
+                });
             }
             let fence = match self
                 .manager
@@ -314,6 +465,7 @@ impl Shared {
             };
             match self.claim(node, session, &record, released).await {
                 Ok(()) => {
+                    tracing::debug!(%session, incarnation = fence.incarnation, "taken over");
                     bump(&self.stats.taken_over);
                     return Ok((fence, owner, next));
                 }
@@ -364,7 +516,13 @@ impl Shared {
         {
             Ok((_, counts)) => {
                 self.count_releases(&changes.released, &counts);
-                Ok(())
+                // What the store holds of it, for its saves and a
+                // write-back.
+                self.load_shadow(node, session).await.map_err(|e| {
+                    tracing::warn!(%session, "taken over, but its log was not read: {e}");
+                    self.drop_local(session);
+                    Stored::Unavailable
+                })
             }
             Err(DirectoryError::Raced { .. }) => {
                 self.drop_local(session);
@@ -373,6 +531,14 @@ impl Shared {
             }
             Err(e) => Err(self.failed(node, session, &e).await),
         }
+    }
+
+    /// Starts the session's shadow from what the store holds of it.
+    async fn load_shadow(&self, node: &Node, session: &Id) -> Result<(), DirectoryError> {
+        let applied = node.directory.applied_log(session.as_str()).await?;
+        let counts = node.directory.releases(session.as_str()).await?;
+        node.shadows.start(session, applied, counts);
+        Ok(())
     }
 
     /// Adopts the sessions of nodes that stopped announcing themselves:

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod metrics;
 pub(crate) mod outbox;
 pub mod ownership;
+mod recovery;
 pub(crate) mod state;
 pub(crate) mod stream;
 pub mod tls;
@@ -226,12 +227,22 @@ impl Gateway {
                             tracing::warn!("liveness not announced: {e}");
                         }
                     }
+                    // A store that lost its data gets back what this node
+                    // holds before anything is adopted from it.
+                    shared.check_store().await;
                     round += 1;
                     if round.is_multiple_of(2) {
                         shared.adopt_dead().await;
                     }
                 }
             })
+        });
+        // A node drops its copies of sessions taken over elsewhere as the
+        // takeovers happen.
+        let following = self.shared.node.as_ref().map(|_| {
+            let shared = Arc::clone(&self.shared);
+            let stopped = stopped.clone();
+            tokio::spawn(async move { shared.follow_moves(stopped).await })
         });
         // The histograms' samples are folded in now and then, scraped or
         // not, so that they do not pile up.
@@ -307,6 +318,10 @@ impl Gateway {
             while connections.join_next().await.is_some() {}
         }
         let _ = reaper.await;
+        if let Some(following) = following {
+            following.abort();
+            let _ = following.await;
+        }
         if let Some(tending) = tending {
             // It holds nothing that must finish: a round blocked on a
             // store that went away is not waited for.

@@ -6,7 +6,8 @@
 //! and drains one with SIGTERM every `--drain-every-s`, restarting each;
 //! with `--kill-redis-every-s`, kills the redis-server itself and starts it
 //! again, empty, on the same port (it outlives the store's death: every
-//! read of the directory is retried while the store comes back).
+//! read of the directory is retried while the store comes back), and with
+//! `--with-a-node` a node at the same moment.
 //! Then it waits for every session left behind to be closed or to expire,
 //! and counts every engine request's releases in the directory.
 //!
@@ -54,6 +55,11 @@ struct Args {
     /// survives, what only the store held is gone.
     #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
     kill_redis_every_s: u64,
+    /// With --kill-redis-every-s: SIGKILL a random node at the same moment
+    /// (started again once the store is back). What only that node and
+    /// the store held is gone: its clients are told (`state_lost`).
+    #[arg(long, requires = "kill_redis_every_s")]
+    with_a_node: bool,
     /// Milliseconds between a client's 20 ms chunks.
     #[arg(long, default_value_t = 20)]
     chunk_ms: u64,
@@ -318,9 +324,20 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
             };
             server.kill();
             redis_kills += 1;
+            let victim = args.with_a_node.then(|| {
+                let victim = (rng.next_u32() as usize) % nodes.len();
+                let node = &mut nodes[victim];
+                let _ = node.child.kill(); // SIGKILL
+                let _ = node.child.wait();
+                kills += 1;
+                (node.index, node.port)
+            });
             tokio::time::sleep(Duration::from_secs(1)).await;
             tokio::task::block_in_place(|| server.restart())
                 .map_err(|e| format!("redis-server did not come back: {e}"))?;
+            if let Some((index, port)) = victim {
+                nodes[index] = setup.start(index, port)?;
+            }
             next_redis = redis_every.map(|d| at + d);
             continue;
         }

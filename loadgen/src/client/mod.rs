@@ -102,6 +102,7 @@ pub(super) struct Tally {
     pub(super) barge_ins: u64,
     pub(super) unexpected: u64,
     pub(super) resyncs: u64,
+    pub(super) state_lost: u64,
     pub(super) unreconciled: u64,
     /// The first reason a client could not reconcile.
     pub(super) unreconciled_why: Option<String>,
@@ -125,6 +126,7 @@ impl Tally {
         self.barge_ins += o.barge_ins;
         self.unexpected += o.unexpected;
         self.resyncs += o.resyncs;
+        self.state_lost += o.state_lost;
         self.unreconciled += o.unreconciled;
         if self.unreconciled_why.is_none() {
             self.unreconciled_why.clone_from(&o.unreconciled_why);
@@ -502,6 +504,9 @@ impl Client {
                 ServerEvent::Error { kind, .. } if kind == "resume_refused" => {
                     self.tally.resumes_refused += 1;
                 }
+                // The store lost the session: no token can be told from
+                // another then; the real one is answered the same.
+                ServerEvent::Error { kind, .. } if kind == "state_lost" => {}
                 other => self.unexpected("stale resume", &other),
             }
         }
@@ -529,6 +534,12 @@ impl Client {
                 self.held = None;
                 return self.open_new().await;
             }
+            // The store lost the session, and said so: what was
+            // acknowledged in it is gone, told; a new session starts.
+            ServerEvent::Error { kind, .. } if kind == "state_lost" => {
+                self.told_state_lost(&held.id);
+                return self.open_new().await;
+            }
             other => {
                 self.unexpected("resume", &other);
                 self.held = None;
@@ -541,6 +552,16 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// The server said the store lost session `id`: its acknowledged
+    /// chunks are gone and the client was told, so they are not counted
+    /// lost (the session is, in `state_lost`).
+    fn told_state_lost(&mut self, id: &str) {
+        self.tally.state_lost += 1;
+        self.ledger.retain(|_, ack| ack.session != id);
+        self.sessions.retain(|s| s != id);
+        self.held = None;
     }
 
     /// The last 1 to [`RETRANSMIT_MAX`] chunks, to send again after a

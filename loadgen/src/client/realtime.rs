@@ -183,6 +183,9 @@ impl Client {
             let answer = self.rt_reply().await?;
             if code(&answer) == "session_resume_expired" {
                 self.tally.resumes_refused += 1;
+            } else if answer.get("reason").and_then(Value::as_str) == Some("state_lost") {
+                // The store lost the session: the real token is answered
+                // the same.
             } else {
                 self.rt_unexpected("stale resume", &answer);
             }
@@ -212,6 +215,13 @@ impl Client {
             "error" if code(&answer) == "session_resume_expired" => {
                 self.tally.expired += 1;
                 self.held = None;
+                return self.rt_open_new().await;
+            }
+            // The store lost the session, and said so.
+            "session.expired"
+                if answer.get("reason").and_then(Value::as_str) == Some("state_lost") =>
+            {
+                self.told_state_lost(&held.id);
                 return self.rt_open_new().await;
             }
             // The journal could not serve the cursor: announced, and the

@@ -58,6 +58,13 @@ impl Client {
                         }
                         from = next;
                     }
+                    // The store lost the session's log, and says so: its
+                    // chunks are told lost, not lost silently.
+                    ServerEvent::Error { kind, .. } if kind == "state_lost" && at == 0 => {
+                        self.tally.state_lost += 1;
+                        self.ledger.retain(|_, ack| ack.session != session);
+                        from = None;
+                    }
                     ServerEvent::Error { kind, message, .. } => {
                         return Err(Unreconciled::Refused(format!("{kind}: {message}")));
                     }

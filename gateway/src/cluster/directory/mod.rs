@@ -12,6 +12,9 @@
 //! | `dx:{<session>}:rec` | hash | `node` (owner), `inc` (incarnation), `ver` (image order), `image` (snapshot) |
 //! | `dx:{<session>}:applied` | list | the applied input, `epoch:seq:event_id`, in order |
 //! | `dx:{<session>}:released` | hash | engine request id → times released (0 while bound, 1 once released) |
+//! | `dx:{<session>}:relby` | hash | `request\|node:incarnation` for each release (a release sent again is not counted twice) |
+//! | `dx:{<session>}:closed` | string with a TTL | the session was closed (a record missing without it was lost by the store) |
+//! | `dx:gen` | string | the store's generation (a store that lost its data has none) |
 //! | `dx:node:<node>` | string with a TTL | the node is live while it exists |
 //! | `dx:nodes` | set | every node that has run (a dead one leaves once its sessions are adopted) |
 //! | `dx:owned:<node>` | set | the sessions a node took (a hint for adoption; the record decides) |
@@ -68,9 +71,13 @@ use conn::Conn;
 pub use conn::RedisTarget;
 pub use journal::JOURNAL_ENTRIES;
 use keys::{
-    applied_key, counts, node_key, owned_key, rec, released_key, CLOSE, CONNECT_TIMEOUT, CREATE,
-    NODES, RESPONSE_TIMEOUT, RETRIES, RETRY_DELAY_MAX, SAVE, TAKE_OVER,
+    applied_key, closed_key, counts, node_key, owned_key, rec, relby_key, released_key, CLOSE,
+    CONNECT_TIMEOUT, CREATE, NODES, RESPONSE_TIMEOUT, RETRIES, RETRY_DELAY_MAX, SAVE, TAKE_OVER,
 };
+
+mod recovery;
+pub use keys::TOMBSTONE_TTL_S;
+pub use recovery::WriteBack;
 
 /// Why a directory call failed.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +93,27 @@ pub enum DirectoryError {
         session: String,
         /// The incarnation the caller acted for.
         incarnation: u64,
+    },
+    /// The session's record is gone and was not closed: the store lost it
+    /// (restarted without its data, or failed over to a replica that never
+    /// had it). The caller writes back what it holds
+    /// ([`Directory::write_back`]).
+    #[error("session {session}: the store has no record and no tombstone: it lost the session")]
+    Missing {
+        /// The session.
+        session: String,
+    },
+    /// The store holds fewer applied entries of the session than the
+    /// caller knows it stored: it lost writes (a failover to a replica
+    /// that missed them). The caller writes back what it holds.
+    #[error("session {session}: the store holds {holds} applied entries, {expected} were stored")]
+    Behind {
+        /// The session.
+        session: String,
+        /// Entries the store holds.
+        holds: u64,
+        /// Entries the caller knows it stored.
+        expected: u64,
     },
     /// A takeover found another incarnation or image than the one it read:
     /// someone else moved first, or the owner stored a change since.
@@ -170,15 +198,25 @@ pub struct Save<'a> {
     /// Engine requests bound by the change: recorded as bound, so a
     /// request that is never released shows.
     pub bound: &'a [String],
-    /// Engine requests released by the change, counted per request.
+    /// Engine requests released by the change, counted per request (once
+    /// per releaser: sent again, not counted again).
     pub released: &'a [String],
+    /// How many applied entries the caller knows the store already holds
+    /// (`None`: it does not know). `applied` then continues the log from
+    /// there: entries the log already holds past `base` (a save sent again
+    /// after one that went unanswered) are not added twice, and a log
+    /// shorter than `base` is refused as [`DirectoryError::Behind`].
+    pub base: Option<u64>,
 }
 
 impl Save<'_> {
     /// The script's arguments after its leading ones: image, version,
     /// then the three lists, each preceded by its length.
     fn args(&self, call: &mut redis::ScriptInvocation<'_>) {
-        call.arg(self.image).arg(self.version);
+        let base = self
+            .base
+            .map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        call.arg(self.image).arg(self.version).arg(base);
         for list in [self.applied, self.bound, self.released] {
             call.arg(list.len());
             for item in list {
@@ -186,6 +224,18 @@ impl Save<'_> {
             }
         }
     }
+}
+
+/// The five keys of one session's scripts, in their order.
+fn session_keys<'c, 'a>(
+    call: &'c mut redis::ScriptInvocation<'a>,
+    session: &str,
+) -> &'c mut redis::ScriptInvocation<'a> {
+    call.key(rec(session))
+        .key(applied_key(session))
+        .key(released_key(session))
+        .key(relby_key(session))
+        .key(closed_key(session))
 }
 
 /// A connection to the directory, for one node. Cheap to clone: clones
@@ -329,8 +379,25 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<bool, DirectoryError> {
-        let out = self.invoke(&CREATE, session, &[incarnation], save).await?;
-        Ok(counts(&out).is_some())
+        Ok(self.create_at(session, incarnation, save).await?.is_some())
+    }
+
+    /// As [`create`](Self::create), with the length of the applied log an
+    /// earlier session of the same id left (`None`: not created).
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`].
+    pub async fn create_at(
+        &self,
+        session: &str,
+        incarnation: u64,
+        save: Save<'_>,
+    ) -> Result<Option<u64>, DirectoryError> {
+        let out = self
+            .invoke(&CREATE, session, &[incarnation], save, &[])
+            .await?;
+        Ok(counts(&out).map(|n| n.first().copied().unwrap_or(0)))
     }
 
     /// Reads a session's record.
@@ -372,21 +439,25 @@ impl Directory {
     /// # Errors
     ///
     /// [`DirectoryError::Lost`] if the session is no longer this node's at
-    /// `incarnation` (nothing was written), or [`DirectoryError::Redis`]
-    /// (the change may or may not be stored: the caller must not
-    /// acknowledge it).
+    /// `incarnation` or was closed (nothing was written);
+    /// [`DirectoryError::Missing`] or [`DirectoryError::Behind`] if the
+    /// store lost the session or some of its writes (nothing was written);
+    /// [`DirectoryError::Redis`] (the change may or may not be stored: the
+    /// caller must not acknowledge it, and may send it again).
     pub async fn save(
         &self,
         session: &str,
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Vec<u64>, DirectoryError> {
-        self.owned_call(&SAVE, session, incarnation, save).await
+        self.owned_call(&SAVE, session, incarnation, save, &[])
+            .await
     }
 
     /// Closes a session this node owns at `incarnation`: its record is
-    /// deleted and the requests the close released are counted (the
-    /// applied log and the release counts stay, for audit).
+    /// deleted, a tombstone says it was closed (for an hour), and the
+    /// requests the close released are counted (the applied log and the
+    /// release counts stay, for audit).
     ///
     /// # Errors
     ///
@@ -397,33 +468,37 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Vec<u64>, DirectoryError> {
-        let counts = self.owned_call(&CLOSE, session, incarnation, save).await?;
+        let ttl = [TOMBSTONE_TTL_S];
+        let counts = self
+            .owned_call(&CLOSE, session, incarnation, save, &ttl)
+            .await?;
         // A closed session's journal goes with it (a realtime session's;
         // nothing to delete for a native one).
         self.journal_delete(session).await?;
         Ok(counts)
     }
 
-    /// Runs one of the session scripts: the session's three keys, this
-    /// node, the script's own leading numbers, then `save`'s image,
-    /// version and counted lists.
+    /// Runs one of the session scripts: the session's five keys, this
+    /// node, the script's own leading numbers, `save`'s image, version,
+    /// base and counted lists, then `tail`.
     async fn invoke(
         &self,
         script: &Script,
         session: &str,
         head: &[u64],
         save: Save<'_>,
+        tail: &[u64],
     ) -> Result<Vec<i64>, DirectoryError> {
         let mut c = self.conn.clone();
         let mut call = script.prepare_invoke();
-        call.key(rec(session))
-            .key(applied_key(session))
-            .key(released_key(session))
-            .arg(&self.node);
+        session_keys(&mut call, session).arg(&self.node);
         for n in head {
             call.arg(*n);
         }
         save.args(&mut call);
+        for n in tail {
+            call.arg(*n);
+        }
         Ok(call.invoke_async(&mut c).await?)
     }
 
@@ -433,12 +508,24 @@ impl Directory {
         session: &str,
         incarnation: u64,
         save: Save<'_>,
+        tail: &[u64],
     ) -> Result<Vec<u64>, DirectoryError> {
-        let out = self.invoke(script, session, &[incarnation], save).await?;
-        counts(&out).ok_or_else(|| DirectoryError::Lost {
-            session: session.to_owned(),
-            incarnation,
-        })
+        let out = self
+            .invoke(script, session, &[incarnation], save, tail)
+            .await?;
+        let session = session.to_owned();
+        match out.as_slice() {
+            [-1] => Err(DirectoryError::Missing { session }),
+            [-2, holds] => Err(DirectoryError::Behind {
+                session,
+                holds: u64::try_from(*holds).unwrap_or(0),
+                expected: save.base.unwrap_or(0),
+            }),
+            _ => counts(&out).ok_or(DirectoryError::Lost {
+                session,
+                incarnation,
+            }),
+        }
     }
 
     /// Takes a session over from whoever owns it, as `read` found it (its
@@ -460,7 +547,7 @@ impl Directory {
         let expected = read.incarnation;
         let next = expected.saturating_add(1);
         let head = [next, expected, read.version];
-        let out = self.invoke(&TAKE_OVER, session, &head, save).await?;
+        let out = self.invoke(&TAKE_OVER, session, &head, save, &[]).await?;
         if let Some(counts) = counts(&out) {
             return Ok((next, counts));
         }

@@ -231,6 +231,7 @@ fn leak_kind(kind: &str) -> &'static str {
         "rate_limited",
         "internal",
         "unavailable",
+        "state_lost",
         "session_moved",
         "session_exists",
         "wrong_state",

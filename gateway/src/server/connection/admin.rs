@@ -3,6 +3,7 @@
 //! admin token.
 
 use super::Connection;
+use crate::cluster::directory::TOMBSTONE_TTL_S;
 use crate::protocol::{ServerEvent, AUDIT_PAGE};
 
 impl Connection {
@@ -26,6 +27,13 @@ impl Connection {
             // A cluster's log is the directory's: what every node applied.
             let max = AUDIT_PAGE + 1;
             return match node.directory.applied(&session_id, from, max).await {
+                Ok(entries) if entries.is_empty() && from == 0 && self.lost_log(&session_id).await => {
+                    self.refusal(
+                        "state_lost",
+                        "the session store lost its data, and this session's log with it (no record, no tombstone, no node holding it)",
+                        None,
+                    )
+                }
                 Ok(mut entries) => {
                     let more = entries.len() > AUDIT_PAGE;
                     entries.truncate(AUDIT_PAGE);
@@ -59,6 +67,23 @@ impl Connection {
                 None,
             ),
         }
+    }
+}
+
+impl Connection {
+    /// Whether a session without a log was lost with the store: no record,
+    /// no tombstone, and the store lost its data since the tombstone's time
+    /// began (an hour). A session that was never opened looks the same; the
+    /// auditor knows which sessions it used.
+    async fn lost_log(&self, session: &str) -> bool {
+        let Some(node) = &self.shared.node else {
+            return false;
+        };
+        let d = &node.directory;
+        matches!(
+            (d.load(session).await, d.was_closed(session).await, d.since_loss().await),
+            (Ok(None), Ok(false), Ok(Some(since))) if since.as_secs() < TOMBSTONE_TTL_S
+        )
     }
 }
 

@@ -11,6 +11,7 @@
 mod admin;
 mod opening;
 mod realtime;
+mod storing;
 
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +24,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
 use crate::server::auth::scoped;
-use crate::server::durable::{Changes, Stored};
+use crate::server::durable::Changes;
 use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList, Emitter};
 use crate::server::outbox::Outbox;
 use crate::server::state::Shared;
@@ -300,80 +301,6 @@ impl Connection {
         })
     }
 
-    /// Why a typed operation found no open session.
-    fn not_open(&self, held: &Held, event_id: Option<&str>) -> ServerEvent {
-        if self
-            .shared
-            .draining
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            // Detached by the drain between the check above and the lock.
-            return ServerEvent::Moved {
-                session_id: held.client_id.clone(),
-            };
-        }
-        match self
-            .shared
-            .manager
-            .with_session(&held.session, duplex_core::AnySession::kind)
-        {
-            None => self.manager_error(
-                &Error::UnknownSession {
-                    session: held.session.clone(),
-                },
-                event_id,
-            ),
-            Some(state) => self.refusal(
-                ErrorKind::WrongState.as_str(),
-                format!("session is {state}; this event needs it open"),
-                event_id,
-            ),
-        }
-    }
-
-    /// After a change was applied locally: store it (a node of a cluster
-    /// acknowledges nothing the directory does not hold). `None` if it is
-    /// stored, else the refusal, the session being gone from here.
-    async fn stored(
-        &mut self,
-        session: &Id,
-        changes: Changes,
-        event_id: Option<&str>,
-    ) -> Option<ServerEvent> {
-        let outcome = self.shared.store(session, changes).await;
-        if outcome == Stored::Lost {
-            // Another node holds the session now: its journal is there.
-            self.shared.journals.remove(session).await;
-            self.rt = None;
-        }
-        self.unstored(outcome, event_id)
-    }
-
-    /// The refusal for a change that was not stored (`None` if it was).
-    fn unstored(&mut self, outcome: Stored, event_id: Option<&str>) -> Option<ServerEvent> {
-        match outcome {
-            Stored::Yes => None,
-            Stored::Lost => {
-                self.stop_responses();
-                self.bound = None;
-                Some(self.refusal(
-                    "session_moved",
-                    "another node holds this session now; resume it to continue (nothing unacknowledged was applied here)",
-                    event_id,
-                ))
-            }
-            Stored::Unavailable => {
-                self.stop_responses();
-                self.bound = None;
-                Some(self.refusal(
-                    "unavailable",
-                    "the session store did not answer; the change is not acknowledged: resume and send it again",
-                    event_id,
-                ))
-            }
-        }
-    }
-
     async fn append(
         &mut self,
         event_id: String,
@@ -435,7 +362,7 @@ impl Connection {
             Ok::<_, CoreError>((a, false))
         });
         match applied {
-            None => self.not_open(&held, ev),
+            None => self.not_open(&held, ev).await,
             Some(Err(e)) => self.manager_error(&Error::from(e), ev),
             Some(Ok((a, duplicate))) => {
                 // The stand-in engine would consume the audio here.
@@ -489,7 +416,7 @@ impl Connection {
             s.touch(&fence, Activity::Signal, now)
         });
         match bound {
-            None => return Some(self.not_open(&held, None)),
+            None => return Some(self.not_open(&held, None).await),
             Some(Err(e)) => return Some(self.manager_error(&Error::from(e), None)),
             Some(Ok(())) => {}
         }
@@ -568,7 +495,7 @@ impl Connection {
                 Ok::<_, CoreError>(ids)
             });
             match result {
-                None => return self.not_open(&held, None),
+                None => None,
                 Some(Err(e)) => return self.manager_error(&Error::from(e), None),
                 Some(Ok(request_ids)) => {
                     active.retain(|a| {
@@ -579,9 +506,12 @@ impl Connection {
                         }
                         !cancel
                     });
-                    request_ids
+                    Some(request_ids)
                 }
             }
+        };
+        let Some(request_ids) = request_ids else {
+            return self.not_open(&held, None).await;
         };
         add(&self.shared.stats.requests_cancelled, request_ids.len());
         let changes = Changes {

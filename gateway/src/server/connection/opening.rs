@@ -83,6 +83,15 @@ impl Connection {
                     None,
                 )
             }
+            Err(TakeOver::StateLost) => {
+                tracing::debug!(%session, "resume answered state_lost");
+                bump(&self.shared.stats.state_lost);
+                return self.refusal(
+                    "state_lost",
+                    "the session store lost its data a moment ago and does not have this session: its state is gone; open a new session",
+                    None,
+                );
+            }
         }
         let Some((fence, owner, generation)) = self
             .shared

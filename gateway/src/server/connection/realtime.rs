@@ -141,6 +141,13 @@ impl Connection {
     /// A native answer that is a refusal, as the realtime error.
     pub(super) fn rt_error(event: &ServerEvent, event_id: Option<&str>) -> Option<Value> {
         match event {
+            // The store lost the session: in the contract's words, it
+            // expired (its state is gone; the client starts again).
+            ServerEvent::Error { kind, message, .. } if kind == "state_lost" => Some(json!({
+                "type": "session.expired",
+                "reason": "state_lost",
+                "message": message,
+            })),
             ServerEvent::Error { kind, message, .. } => {
                 let (class, code) = error_for(kind);
                 Some(
@@ -504,7 +511,7 @@ impl Connection {
                 Self::rt_error(&refusal, None).unwrap_or(Value::Null)
             }
             None => {
-                let refusal = self.not_open(&held, None);
+                let refusal = self.not_open(&held, None).await;
                 Self::rt_error(&refusal, None).unwrap_or(Value::Null)
             }
         };

@@ -1,0 +1,241 @@
+//! When the store itself loses data (see `cluster::directory` for the
+//! signs): this node writes back what it holds, and follows the takeovers
+//! of its sessions by other nodes so that it never writes back a copy
+//! another node has moved on from.
+
+use std::sync::atomic::Ordering;
+
+use duplex_core::Id;
+use futures_util::StreamExt;
+
+use crate::cluster::{Node, WriteBack};
+use crate::server::durable::{Stored, TakeOver};
+use crate::server::state::Shared;
+use crate::stats::bump;
+
+impl Shared {
+    /// Writes back a session this node holds, after the store lost it or
+    /// some of its writes: `Yes` once the store holds everything this node
+    /// acknowledged of it; `Lost` (dropped here) if another node took it
+    /// over or closed it meanwhile.
+    pub(crate) async fn write_back(&self, node: &Node, session: &Id) -> Stored {
+        let (Some((image, inc, version)), Some(all)) =
+            (self.image(node, session), node.shadows.everything(session))
+        else {
+            self.drop_local(session);
+            return Stored::Lost;
+        };
+        let back = WriteBack {
+            image: &image,
+            version,
+            applied: &all.applied,
+            requests: &all.requests,
+        };
+        match node.directory.write_back(session.as_str(), inc, back).await {
+            Ok(true) => {
+                tracing::debug!(%session, incarnation = inc, "written back");
+                node.shadows.written_back(session, &all);
+                bump(&self.stats.written_back);
+                if let Err(e) = node.directory.own(session.as_str()).await {
+                    tracing::warn!(%session, "adoption hint not written back: {e}");
+                }
+                Stored::Yes
+            }
+            Ok(false) => {
+                tracing::debug!(%session, "not written back: another node took it over, or it was closed");
+                bump(&self.stats.moved_away);
+                self.drop_local(session);
+                Stored::Lost
+            }
+            Err(e) => {
+                bump(&self.stats.store_failed);
+                tracing::warn!(%session, "not written back yet: {e}");
+                Stored::Unavailable
+            }
+        }
+    }
+
+    /// Asks the store for its generation (at every heartbeat); if it
+    /// changed, the store lost its data: every session held here is
+    /// written back.
+    pub(crate) async fn check_store(&self) {
+        let Some(node) = &self.node else { return };
+        match node.store_lost().await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::warn!(
+                    "the session store lost its data (its generation changed): writing back every session held here"
+                );
+                bump(&self.stats.store_losses);
+                if let Err(e) = node.directory.note_loss().await {
+                    tracing::warn!("cannot note the store's loss: {e}");
+                }
+                node.sweep_due.store(true, Ordering::SeqCst);
+            }
+            Err(e) => tracing::warn!("cannot read the store's generation: {e}"),
+        }
+        // A write-back the store did not answer is tried again at the
+        // next check; only a complete one is noted.
+        if node.sweep_due.swap(false, Ordering::SeqCst) && !self.write_back_all(node).await {
+            node.sweep_due.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Writes back every session held here, and the logs of those closed
+    /// here lately; then notes it for the others. `false` if the store did
+    /// not answer for some of them.
+    async fn write_back_all(&self, node: &Node) -> bool {
+        let mut complete = true;
+        for id in self.manager.session_ids() {
+            complete &= self.write_back(node, &id).await != Stored::Unavailable;
+        }
+        for (id, incarnation, _) in node.shadows.recently_closed() {
+            complete &= self.write_back_closed(node, &id, incarnation).await != Stored::Unavailable;
+        }
+        // The others now know that what this node held is back.
+        if complete {
+            if let Err(e) = node.directory.mark_recovered(&node.generation()).await {
+                tracing::warn!("cannot note the write-back done: {e}");
+                complete = false;
+            }
+        }
+        complete
+    }
+
+    /// Writes back a session this node is closing (or closed within the
+    /// retention) at `incarnation`: its log, release counts and tombstone,
+    /// no record.
+    pub(crate) async fn write_back_closed(
+        &self,
+        node: &Node,
+        session: &Id,
+        incarnation: u64,
+    ) -> Stored {
+        let all = node.shadows.everything(session).or_else(|| {
+            node.shadows
+                .recently_closed()
+                .into_iter()
+                .rev()
+                .find(|(id, inc, _)| id == session && *inc == incarnation)
+                .map(|(_, _, all)| all)
+        });
+        let Some(all) = all else {
+            return Stored::Lost;
+        };
+        let back = WriteBack {
+            applied: &all.applied,
+            requests: &all.requests,
+            ..WriteBack::default()
+        };
+        match node
+            .directory
+            .write_back(session.as_str(), incarnation, back)
+            .await
+        {
+            Ok(true) => {
+                tracing::debug!(%session, incarnation, "written back closed");
+                bump(&self.stats.written_back);
+                node.shadows.close(session, incarnation);
+                Stored::Yes
+            }
+            Ok(false) => {
+                tracing::debug!(%session, incarnation, "not written back closed: another node holds it, or it was closed");
+                node.shadows.forget(session);
+                Stored::Lost
+            }
+            Err(e) => {
+                tracing::warn!(%session, "closed session not written back yet: {e}");
+                Stored::Unavailable
+            }
+        }
+    }
+
+    /// What to answer a resume of a session the store does not hold at
+    /// the client's state, if the store lost data lately: `Unavailable`
+    /// (try again) while a live node may still be writing it back,
+    /// `StateLost` once every live node has written back what it held,
+    /// `Refused` long after (within the grace, it would have expired).
+    pub(crate) async fn after_loss(&self, node: &Node) -> TakeOver {
+        let ttl = node.liveness_ttl;
+        let directory = &node.directory;
+        let since = match directory.since_loss().await {
+            Ok(Some(since)) => since,
+            Ok(None) => return TakeOver::Refused,
+            Err(_) => return TakeOver::Unavailable,
+        };
+        if since > self.config.grace + ttl * 2 {
+            return TakeOver::Refused;
+        }
+        // Every live node announces itself each quarter TTL: by half of
+        // it, each has seen the store's new generation.
+        if since < ttl / 2 {
+            return TakeOver::Unavailable;
+        }
+        let (Ok(nodes), Ok(done)) = (
+            directory.nodes().await,
+            directory.recovered(&node.generation()).await,
+        ) else {
+            return TakeOver::Unavailable;
+        };
+        for other in nodes.iter().filter(|n| !done.contains(n)) {
+            if directory.is_live(other).await.unwrap_or(true) {
+                return TakeOver::Unavailable;
+            }
+        }
+        TakeOver::StateLost
+    }
+
+    /// Follows the notices of this node's sessions taken over elsewhere
+    /// (resubscribing whenever the store's connection breaks) until
+    /// `stopped`, dropping each copy left behind.
+    pub(crate) async fn follow_moves(&self, mut stopped: tokio::sync::watch::Receiver<bool>) {
+        let Some(node) = &self.node else { return };
+        let mut quiet = false;
+        loop {
+            match node.directory.moved_notices().await {
+                Ok(notices) => {
+                    quiet = false;
+                    let mut notices = std::pin::pin!(notices);
+                    loop {
+                        let notice = tokio::select! {
+                            _ = stopped.wait_for(|s| *s) => return,
+                            notice = notices.next() => notice,
+                        };
+                        match notice {
+                            Some(Some((session, incarnation))) => {
+                                self.moved(&session, incarnation).await;
+                            }
+                            Some(None) => {}
+                            None => break,
+                        }
+                    }
+                }
+                // Said once per outage, not at every retry.
+                Err(e) if !quiet => {
+                    quiet = true;
+                    tracing::warn!("cannot follow this node's sessions moving away: {e}");
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+            }
+        }
+    }
+
+    /// Another node took `session` over at `incarnation`: a copy here at
+    /// an older incarnation is dropped (its requests are the new owner's).
+    async fn moved(&self, session: &str, incarnation: u64) {
+        let Ok(id) = Id::new(session) else { return };
+        let older = self
+            .manager
+            .with_session(&id, |s| s.fence().incarnation < incarnation);
+        if older == Some(true) {
+            tracing::debug!(%session, incarnation, "taken over elsewhere: the copy here is dropped");
+            bump(&self.stats.moved_away);
+            self.drop_local(&id);
+            self.journals.remove(&id).await;
+        }
+    }
+}
