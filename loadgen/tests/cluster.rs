@@ -319,7 +319,7 @@ async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
         "HTTP/1.1 503 Service Unavailable: the store does not answer"
     );
     // Nothing is served from a copy the store may not hold: the session
-    // is gone from the node, and a resume needs the store too.
+    // is kept on the node, detached, and a resume needs the store too.
     send(&mut ws, chunk("e3", 0, 0)).await;
     assert_eq!(kind(&reply(&mut ws).await), "no_session");
     send(
@@ -331,6 +331,74 @@ async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
     let _ = a.stop.send(());
     let counters = a.served.await.unwrap();
     assert!(counters.store_failed >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_store_gets_back_what_the_nodes_hold() {
+    let Some(mut server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    let (a, b) = (node(&target, "a").await, node(&target, "b").await);
+    let mut live = connect(&a.url).await;
+    let token = open(&mut live, "call-4").await;
+    assert_eq!(appended(&mut live, "e1", 0).await, (1, false));
+    assert_eq!(appended(&mut live, "e2", 0).await, (2, false));
+    // A session closed a moment before: its log is the node's to give back
+    // too (it keeps closed sessions' logs for a while).
+    let mut done = connect(&b.url).await;
+    open(&mut done, "call-5").await;
+    assert_eq!(appended(&mut done, "d1", 0).await, (1, false));
+    send(&mut done, json!({"type": "session.close"})).await;
+    assert!(matches!(reply(&mut done).await, ServerEvent::Closed { .. }));
+
+    // SIGKILL, and back on the same port with nothing.
+    server.restart().expect("redis-server comes back");
+    let d = Directory::connect_to(&target, "test").await.unwrap();
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    while d.load("call-4").await.ok().flatten().is_none() {
+        assert!(tokio::time::Instant::now() < give_up, "not written back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The session goes on where it was, with everything it acknowledged.
+    assert_eq!(appended(&mut live, "e3", 0).await, (3, false));
+    let log = |session: &'static str| {
+        let d = d.clone();
+        async move { d.applied_log(session).await.unwrap() }
+    };
+    assert_eq!(log("call-4").await, ["0:1:e1", "0:2:e2", "0:3:e3"]);
+    while log("call-5").await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "closed log not written back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(log("call-5").await, ["0:1:d1"]);
+    assert!(d.was_closed("call-5").await.unwrap(), "and it stays closed");
+    // A resume of a session nobody held is told the state is gone, once
+    // every live node has written back (`unavailable` until then).
+    let mut stranger = connect(&b.url).await;
+    let answer = loop {
+        send(
+            &mut stranger,
+            json!({"type": "session.open", "session_id": "call-9", "resume_token": token}),
+        )
+        .await;
+        let answer = kind(&reply(&mut stranger).await).to_owned();
+        if answer != "unavailable" || tokio::time::Instant::now() > give_up {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(answer, "state_lost");
+    let mut counted = Vec::new();
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        counted.push(n.served.await.unwrap());
+    }
+    assert!(counted.iter().all(|c| c.store_losses == 1));
+    assert!(counted.iter().map(|c| c.written_back).sum::<u64>() >= 2);
 }
 
 #[tokio::test]

@@ -122,9 +122,11 @@ pub(crate) async fn stream_response(
             .or_else(|| manager.with_detached(&session, |s, _| release_held(s, &request)))
             .unwrap_or(false)
     };
-    // The release is acknowledged (response.done) only once stored: a
-    // node of a cluster that cannot store it drops the session, whose
-    // stored state still holds the request for the next owner to release.
+    // The release is acknowledged (response.done) only once stored. A
+    // node of a cluster that cannot store it keeps the session, and its
+    // next save carries the release; a node that lost the session to
+    // another leaves the request to the new owner, whose stored state
+    // still holds it.
     let stored = !released
         || shared.node.is_none()
         || shared

@@ -408,8 +408,17 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
         ));
     }
     if left > 0 {
+        let named = match directory.records_left().await {
+            Ok(records) => records
+                .iter()
+                .take(3)
+                .map(|(s, r)| format!("{s} (node {}, incarnation {})", r.node, r.incarnation))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(e) => e.to_string(),
+        };
         failures.push(format!(
-            "{left} sessions still have a record after the settling time"
+            "{left} sessions still have a record after the settling time: {named}"
         ));
     }
     for why in &failures {

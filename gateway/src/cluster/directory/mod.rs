@@ -664,6 +664,28 @@ impl Directory {
         Ok(self.scan("dx:*:rec").await?.len())
     }
 
+    /// The sessions that still have a record, with their owners (a scan of
+    /// the whole keyspace, for a test's end).
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`], [`DirectoryError::Malformed`].
+    pub async fn records_left(&self) -> Result<Vec<(String, Record)>, DirectoryError> {
+        let mut left = Vec::new();
+        for key in self.scan("dx:*:rec").await? {
+            let Some(session) = key
+                .strip_prefix("dx:{")
+                .and_then(|k| k.strip_suffix("}:rec"))
+            else {
+                continue;
+            };
+            if let Some(record) = self.load(session).await? {
+                left.push((session.to_owned(), record));
+            }
+        }
+        Ok(left)
+    }
+
     /// Release counts of every engine request of `session` (0: bound, not
     /// released).
     ///
