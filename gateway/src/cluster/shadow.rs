@@ -149,6 +149,11 @@ impl Shadows {
         self.shard(session).insert(session.clone(), shadow);
     }
 
+    /// Whether the session has a shadow here.
+    pub(crate) fn has(&self, session: &Id) -> bool {
+        self.shard(session).contains_key(session)
+    }
+
     /// Forgets a session (closed, or no longer this node's).
     pub(crate) fn forget(&self, session: &Id) {
         self.shard(session).remove(session);

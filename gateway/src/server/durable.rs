@@ -176,16 +176,26 @@ impl Shared {
         }
     }
 
+    /// An open, a takeover or an adoption whose script failed. Refused:
+    /// the copy here is dropped. Unanswered: the script may still have run
+    /// (Redis stalled, or the answer was lost), so the copy is kept,
+    /// detached: if the store has it as this node's, it expires here after
+    /// the grace (or its client resumes it here) and its record goes with
+    /// it; if not, its close is refused and it is dropped then. Dropping it
+    /// now would leave a record no node holds.
     async fn failed(&self, node: &Node, session: &Id, e: &DirectoryError) -> Stored {
-        self.drop_local(session);
         if let DirectoryError::Lost { .. } = e {
+            self.drop_local(session);
             bump(&self.stats.moved_away);
             tracing::debug!(%session, "moved to another node: {e}");
             self.disown(node, session).await;
             Stored::Lost
         } else {
+            if let Some(fence) = self.manager.with_session(session, |s| s.fence().clone()) {
+                let _ = self.manager.detach(&fence);
+            }
             bump(&self.stats.store_failed);
-            tracing::warn!(%session, "not stored: {e}");
+            tracing::warn!(%session, "not stored (kept here, detached): {e}");
             Stored::Unavailable
         }
     }
@@ -400,6 +410,14 @@ impl Shared {
                 .manager
                 .with_session(session, |s| s.fence().incarnation);
             if record.node == node.directory.node() && local == Some(record.incarnation) {
+                // Held here since a takeover whose answer was lost: what
+                // the store holds of it is read now.
+                if !node.shadows.has(session) {
+                    if let Err(e) = self.load_shadow(node, session).await {
+                        tracing::warn!(%session, "cannot read the directory: {e}");
+                        return Err(TakeOver::Unavailable);
+                    }
+                }
                 return Err(TakeOver::Local);
             }
             if local.is_some() {
@@ -518,11 +536,12 @@ impl Shared {
                 self.count_releases(&changes.released, &counts);
                 // What the store holds of it, for its saves and a
                 // write-back.
-                self.load_shadow(node, session).await.map_err(|e| {
-                    tracing::warn!(%session, "taken over, but its log was not read: {e}");
-                    self.drop_local(session);
-                    Stored::Unavailable
-                })
+                match self.load_shadow(node, session).await {
+                    Ok(()) => Ok(()),
+                    // Taken over, but not read: kept, detached (the store
+                    // has it as this node's).
+                    Err(e) => Err(self.failed(node, session, &e).await),
+                }
             }
             Err(DirectoryError::Raced { .. }) => {
                 self.drop_local(session);

@@ -7,12 +7,13 @@
 //! with `--kill-redis-every-s`, kills the redis-server itself and starts it
 //! again, empty, on the same port (it outlives the store's death: every
 //! read of the directory is retried while the store comes back), and with
-//! `--with-a-node` a node at the same moment.
+//! `--with-a-node` a node at the same moment; with `--pause-redis-every-s`,
+//! stalls it for 3 s (`CLIENT PAUSE`).
 //! Then it waits for every session left behind to be closed or to expire,
 //! and counts every engine request's releases in the directory.
 //!
 //! Prints the load generator's lines, then `cluster: nodes=N kills=K
-//! drains=D redis_kills=R released_once=true|false`, and exits 1 unless `lost=0
+//! drains=D redis_kills=R redis_pauses=P released_once=true|false`, and exits 1 unless `lost=0
 //! doubled=0 unreconciled=0`, no reply was unexpected, and every engine
 //! request was released exactly once.
 
@@ -60,6 +61,11 @@ struct Args {
     /// the store held is gone: its clients are told (`state_lost`).
     #[arg(long, requires = "kill_redis_every_s")]
     with_a_node: bool,
+    /// Stall the redis-server this often: `CLIENT PAUSE 3000` through
+    /// `redis-cli` (0: never; one redis-server only). Writes time out and
+    /// are sent again once it answers, while the first ones still run.
+    #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
+    pause_redis_every_s: u64,
     /// Milliseconds between a client's 20 ms chunks.
     #[arg(long, default_value_t = 20)]
     chunk_ms: u64,
@@ -300,7 +306,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let load = tokio::spawn(loadgen::run(config));
 
     // The faults, while the clients stream.
-    let (mut kills, mut drains, mut redis_kills) = (0usize, 0usize, 0usize);
+    let (mut kills, mut drains, mut redis_kills, mut pauses) = (0usize, 0usize, 0usize, 0usize);
     let start = tokio::time::Instant::now();
     let end = start + Duration::from_secs(args.duration_s);
     let every = |s: u64| (s > 0).then(|| Duration::from_secs(s));
@@ -309,8 +315,10 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let mut next_kill = kill_every.map(|d| start + d);
     let mut next_drain = drain_every.map(|d| start + d);
     let mut next_redis = redis_every.map(|d| start + d);
+    let pause_every = every(args.pause_redis_every_s);
+    let mut next_pause = pause_every.map(|d| start + d);
     loop {
-        let next = [next_kill, next_drain, next_redis]
+        let next = [next_kill, next_drain, next_redis, next_pause]
             .into_iter()
             .flatten()
             .min();
@@ -318,6 +326,31 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
             break;
         };
         tokio::time::sleep_until(at).await;
+        if Some(at) == next_pause {
+            let Some(server) = store.server_mut() else {
+                return Err("--pause-redis-every-s needs one redis-server".into());
+            };
+            let paused = Command::new("redis-cli")
+                .args([
+                    "-p",
+                    &server.port().to_string(),
+                    "CLIENT",
+                    "PAUSE",
+                    "3000",
+                    "ALL",
+                ])
+                .output()
+                .map_err(|e| format!("redis-cli: {e}"))?;
+            if !paused.status.success() {
+                return Err(format!(
+                    "CLIENT PAUSE failed: {}",
+                    String::from_utf8_lossy(&paused.stderr)
+                ));
+            }
+            pauses += 1;
+            next_pause = pause_every.map(|d| at + d);
+            continue;
+        }
         if Some(at) == next_redis {
             let Some(server) = store.server_mut() else {
                 return Err("--kill-redis-every-s needs one redis-server".into());
@@ -389,7 +422,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let released_once = tally.exactly_once() && left == 0;
     let redis = store.name();
     println!(
-        "cluster: nodes={} redis={redis} kills={kills} drains={drains} redis_kills={redis_kills} requests={} sessions_left={left} released_once={released_once}",
+        "cluster: nodes={} redis={redis} kills={kills} drains={drains} redis_kills={redis_kills} redis_pauses={pauses} requests={} sessions_left={left} released_once={released_once}",
         args.nodes, tally.bound
     );
     let mut failures = report.failures();

@@ -111,13 +111,41 @@ impl Connection {
         if !keys.verify(session.as_str(), &owner, generation, token) {
             return self.resume_refused();
         }
+        // A node of a cluster first makes sure the store takes writes (and
+        // has what the session kept for it), so that a store that does not
+        // answer leaves the token unspent.
+        if self.shared.node.is_some() {
+            match self.shared.store(&session, Changes::default()).await {
+                Stored::Yes => {}
+                Stored::Lost => return self.resume_refused(),
+                Stored::Unavailable => {
+                    return self.refusal(
+                        "unavailable",
+                        "the session store did not answer; try the resume again",
+                        None,
+                    )
+                }
+            }
+        }
         // The token is the owner's for `generation`; the core resumes only
         // if the session is still there, under the same shard lock, so of
         // two resumes with one token only the first wins.
         match self.shared.manager.resume(&fence, generation) {
             Ok(next) => {
-                if self.shared.store(&session, Changes::default()).await != Stored::Yes {
-                    return self.resume_refused();
+                match self.shared.store(&session, Changes::default()).await {
+                    Stored::Yes => {}
+                    Stored::Lost => return self.resume_refused(),
+                    // The store went away in between: the session goes back
+                    // to waiting (detached, it expires after the grace);
+                    // this token is spent.
+                    Stored::Unavailable => {
+                        let _ = self.shared.manager.detach_generation(&fence, next);
+                        return self.refusal(
+                            "unavailable",
+                            "the session store did not answer; the session was not resumed",
+                            None,
+                        );
+                    }
                 }
                 bump(&self.shared.stats.resumed);
                 self.resumed(session, session_id, &fence, &owner, next)
