@@ -179,6 +179,13 @@ pub struct Report {
     /// the client was told, so it is not counted in `lost`; counted, not a
     /// failure.
     pub state_lost: u64,
+    /// Refusals `unavailable` the clients saw (the session store did not
+    /// answer; each was retried).
+    pub unavailable: u64,
+    /// The longest any client streamed without an acknowledgement, in
+    /// milliseconds (from one acknowledged chunk to the next; its own
+    /// pauses left out): how long a fault kept clients waiting.
+    pub longest_wait_ms: u64,
     /// Clients that could not compare their ledger with the server's log
     /// (the gateway went away, or runs without `--audit`): for them `lost`
     /// and `doubled` say nothing, so the run fails.
@@ -239,9 +246,9 @@ impl Report {
     /// The other counts, for the line before the last.
     pub fn detail(&self) -> String {
         format!(
-            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={} resyncs={} state_lost={}",
+            "loadgen: sessions={} failovers={} resumes_refused={} garbage_refused={} responses={} barge_ins={} unexpected={} resyncs={} state_lost={} unavailable={} longest_wait_ms={}",
             self.sessions, self.failovers, self.resumes_refused, self.garbage_refused, self.responses,
-            self.barge_ins, self.unexpected, self.resyncs, self.state_lost
+            self.barge_ins, self.unexpected, self.resyncs, self.state_lost, self.unavailable, self.longest_wait_ms
         )
     }
 }
@@ -393,6 +400,8 @@ pub async fn run(config: Config) -> Result<Report, LoadError> {
         unexpected: tally.unexpected,
         resyncs: tally.resyncs,
         state_lost: tally.state_lost,
+        unavailable: tally.unavailable,
+        longest_wait_ms: u64::try_from(tally.longest_wait.as_millis()).unwrap_or(u64::MAX),
         unreconciled: tally.unreconciled,
         unreconciled_why: tally.unreconciled_why,
     })

@@ -103,6 +103,10 @@ pub(super) struct Tally {
     pub(super) unexpected: u64,
     pub(super) resyncs: u64,
     pub(super) state_lost: u64,
+    pub(super) unavailable: u64,
+    /// The longest a client went between two acknowledged chunks while
+    /// streaming (its own pauses left out).
+    pub(super) longest_wait: Duration,
     pub(super) unreconciled: u64,
     /// The first reason a client could not reconcile.
     pub(super) unreconciled_why: Option<String>,
@@ -127,6 +131,8 @@ impl Tally {
         self.unexpected += o.unexpected;
         self.resyncs += o.resyncs;
         self.state_lost += o.state_lost;
+        self.unavailable += o.unavailable;
+        self.longest_wait = self.longest_wait.max(o.longest_wait);
         self.unreconciled += o.unreconciled;
         if self.unreconciled_why.is_none() {
             self.unreconciled_why.clone_from(&o.unreconciled_why);
@@ -205,6 +211,9 @@ pub(super) struct Client {
     sessions: Vec<String>,
     tally: Tally,
     latencies: Vec<u32>,
+    /// When the last chunk was acknowledged (`None` after a pause of the
+    /// client's own).
+    last_ack: Option<Instant>,
     audio: String,
     /// The realtime dialect: the last `server_event_seq` received, and the
     /// last one acknowledged with `session.event_ack`.
@@ -247,6 +256,7 @@ impl Client {
             sessions: Vec::new(),
             tally: Tally::default(),
             latencies: Vec::new(),
+            last_ack: None,
             audio: encode_audio(&[0x5a; CHUNK_BYTES]),
             seq: 0,
             acked: 0,
@@ -325,6 +335,7 @@ impl Client {
         let wait = self.config.grace + Duration::from_millis(500);
         if Instant::now() + wait < deadline && self.chance(P_EXPIRE) {
             self.ws = None;
+            self.last_ack = None;
             tokio::time::sleep(wait).await;
             self.tally.reconnects += 1;
             self.connect().await?;
@@ -447,7 +458,10 @@ impl Client {
                 ServerEvent::Error { kind, .. }
                     if kind == "session_moved" || kind == "unavailable" =>
                 {
-                    return Err(Gone)
+                    if kind == "unavailable" {
+                        self.tally.unavailable += 1;
+                    }
+                    return Err(Gone);
                 }
                 other => return Ok(other),
             }
@@ -554,6 +568,15 @@ impl Client {
         Ok(())
     }
 
+    /// A chunk was acknowledged: the wait since the last one counts.
+    fn acked(&mut self) {
+        let now = Instant::now();
+        if let Some(last) = self.last_ack {
+            self.tally.longest_wait = self.tally.longest_wait.max(now - last);
+        }
+        self.last_ack = Some(now);
+    }
+
     /// The server said the store lost session `id`: its acknowledged
     /// chunks are gone and the client was told, so they are not counted
     /// lost (the session is, in `state_lost`).
@@ -631,6 +654,7 @@ impl Client {
                     self.tally.appended += 1;
                 }
                 self.ledger.insert(event_id, ack);
+                self.acked();
             }
             ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
                 self.tally.expired += 1;

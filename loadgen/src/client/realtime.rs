@@ -123,7 +123,10 @@ impl Client {
                 }
                 "session.moved" | "session.replaced" => return Err(Gone),
                 "error" if matches!(code(&event), "session_moved" | "unavailable") => {
-                    return Err(Gone)
+                    if code(&event) == "unavailable" {
+                        self.tally.unavailable += 1;
+                    }
+                    return Err(Gone);
                 }
                 k if k.starts_with("response.")
                     || k.starts_with("conversation.item.")
@@ -297,6 +300,7 @@ impl Client {
                 } else {
                     self.tally.appended += 1;
                 }
+                self.acked();
             }
             // A retransmission of a chunk whose fence the session has moved
             // past (it was applied then, or never: the ledger says which).
