@@ -10,15 +10,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::cluster::{ClusterConfig, RedisTarget};
+use duplex_gateway::cluster::{self, ClusterConfig, RedisTarget};
 use duplex_gateway::{Config, Gateway, Limits, TlsFiles};
 
 /// When a change is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Durability {
-    /// Only once the directory in Redis holds it: a node killed at any
-    /// instant loses nothing it acknowledged.
+    /// Once the primary of the directory in Redis holds it: a node killed
+    /// at any instant loses nothing it acknowledged; a primary that dies
+    /// loses what its replicas had not copied (the nodes write back what
+    /// they hold).
     Ack,
+    /// Once `WAIT` confirms that --replicas replicas hold it too: a
+    /// failover to one of them loses nothing acknowledged. Give the
+    /// servers `min-replicas-to-write` as well.
+    Replicated,
 }
 
 /// A WebSocket voice gateway over duplex-std's shared session manager.
@@ -48,14 +54,27 @@ struct Args {
     redis: Option<String>,
     /// --redis names the seed nodes of a Redis Cluster (comma-separated
     /// URLs) rather than one server.
-    #[arg(long, requires = "redis")]
+    #[arg(long, requires = "redis", conflicts_with = "redis_sentinel")]
     redis_cluster: bool,
+    /// --redis names Redis Sentinels (comma-separated URLs); the directory
+    /// is the primary they monitor under this name, followed through
+    /// failovers.
+    #[arg(long, value_name = "MASTER", requires = "redis")]
+    redis_sentinel: Option<String>,
     /// The node's name in the cluster (it registers as NAME-<boot id>).
     #[arg(long, default_value = "node", requires = "redis")]
     node: String,
     /// When a change is acknowledged (with --redis).
     #[arg(long, value_enum, default_value_t = Durability::Ack, requires = "redis")]
     durability: Durability,
+    /// With --durability replicated: replicas that must hold a change.
+    #[arg(long, default_value_t = 1, requires = "redis")]
+    replicas: u32,
+    /// With --durability replicated: how long one WAIT may block, in
+    /// milliseconds (a change not confirmed by then is answered
+    /// `unavailable` and stored again with the next save).
+    #[arg(long, default_value_t = 500, requires = "redis")]
+    replication_timeout_ms: u64,
     /// Seconds a node counts as live after each announcement; a node
     /// silent for longer is presumed dead and its sessions are adopted.
     #[arg(long, default_value_t = 2.0, requires = "redis")]
@@ -186,11 +205,22 @@ async fn main() -> ExitCode {
                 Ok((ttl, keep))
             }) {
                 Ok((ttl, keep)) => {
-                    let Durability::Ack = args.durability;
+                    let durability = match args.durability {
+                        Durability::Ack => cluster::Durability::Ack,
+                        Durability::Replicated => cluster::Durability::Replicated {
+                            replicas: args.replicas,
+                            timeout: Duration::from_millis(args.replication_timeout_ms),
+                        },
+                    };
+                    let redis = match &args.redis_sentinel {
+                        Some(master) => RedisTarget::sentinel(url, master),
+                        None => RedisTarget::parse(url, args.redis_cluster),
+                    };
                     let cluster = ClusterConfig {
                         liveness_ttl: ttl,
                         closed_retention: keep,
-                        redis: RedisTarget::parse(url, args.redis_cluster),
+                        durability,
+                        redis,
                         ..ClusterConfig::new(url.clone(), args.node.clone())
                     };
                     Gateway::join(c, cluster).await.map_err(|e| e.to_string())

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::shadow::Shadows;
-use super::{Directory, DirectoryError, RedisTarget};
+use super::{Directory, DirectoryError, Durability, RedisTarget};
 
 /// How a node joins a cluster.
 ///
@@ -15,6 +15,7 @@ use super::{Directory, DirectoryError, RedisTarget};
 /// assert_eq!(c.liveness_ttl, std::time::Duration::from_secs(2));
 /// assert_eq!(c.closed_retention, std::time::Duration::from_secs(60));
 /// assert_eq!(c.redis, RedisTarget::Server("redis://127.0.0.1:6379/".into()));
+/// assert_eq!(c.durability, duplex_gateway::cluster::Durability::Ack);
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -33,6 +34,8 @@ pub struct ClusterConfig {
     /// It costs about 60 bytes per applied chunk of every session closed
     /// within it.
     pub closed_retention: Duration,
+    /// When a change counts as stored, and is acknowledged.
+    pub durability: Durability,
 }
 
 impl ClusterConfig {
@@ -44,6 +47,7 @@ impl ClusterConfig {
             name: name.into(),
             liveness_ttl: Duration::from_secs(2),
             closed_retention: Duration::from_secs(60),
+            durability: Durability::Ack,
         }
     }
 }
@@ -63,13 +67,35 @@ pub(crate) struct Node {
     /// The store lost its data and this node has not written back all it
     /// holds yet.
     pub(crate) sweep_due: std::sync::atomic::AtomicBool,
+    /// This node saw the store lose data and has not yet written back all
+    /// it holds, or not yet noted the loss for the others (`dx:loss`):
+    /// it takes nothing over meanwhile.
+    pub(crate) recovering: std::sync::atomic::AtomicBool,
+    /// The loss this node saw is not noted in the store yet (the write
+    /// was refused: a new primary without its replicas yet).
+    pub(crate) loss_unnoted: std::sync::atomic::AtomicBool,
+    /// Closes this node has not stored yet: while one is pending the node
+    /// does not count as recovered after a loss (the store may still hold
+    /// an older, open record of that session, which a takeover elsewhere
+    /// would revive).
+    closing: std::sync::atomic::AtomicUsize,
+}
+
+/// A close in flight on a node ([`Node::closing`]): counted while it lives.
+#[derive(Debug)]
+pub(crate) struct Closing<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Node {
     /// Connects, registers the node and announces it live.
     pub(crate) async fn join(config: &ClusterConfig, boot: &str) -> Result<Self, DirectoryError> {
-        let directory =
-            Directory::connect_to(&config.redis, format!("{}-{boot}", config.name)).await?;
+        let name = format!("{}-{boot}", config.name);
+        let directory = Directory::connect_with(&config.redis, name, config.durability).await?;
         directory.register().await?;
         directory.heartbeat(config.liveness_ttl).await?;
         let generation = directory.generation(&fresh_generation()).await?;
@@ -82,6 +108,9 @@ impl Node {
             shadows: Shadows::new(config.closed_retention),
             generation: std::sync::Mutex::new(generation),
             sweep_due: std::sync::atomic::AtomicBool::new(false),
+            recovering: std::sync::atomic::AtomicBool::new(false),
+            loss_unnoted: std::sync::atomic::AtomicBool::new(false),
+            closing: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -106,6 +135,17 @@ impl Node {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Counts a close in flight until the returned guard drops.
+    pub(crate) fn closing(&self) -> Closing<'_> {
+        self.closing.fetch_add(1, Ordering::SeqCst);
+        Closing(&self.closing)
+    }
+
+    /// Whether a close of this node has not been stored yet.
+    pub(crate) fn closes_pending(&self) -> bool {
+        self.closing.load(Ordering::SeqCst) > 0
     }
 
     /// The next image's version.

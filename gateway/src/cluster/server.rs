@@ -28,10 +28,13 @@ pub enum RedisServerError {
 pub struct RedisServer {
     child: Child,
     port: u16,
+    /// The arguments it was started with beyond the port (a restart keeps
+    /// them).
+    args: Vec<String>,
 }
 
 /// Spawns `redis-server` on `port` with `extra` arguments.
-fn spawn(port: u16, extra: &[&str]) -> Result<Child, RedisServerError> {
+fn spawn(port: u16, extra: &[String]) -> Result<Child, RedisServerError> {
     Command::new("redis-server")
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args([
@@ -49,7 +52,7 @@ fn spawn(port: u16, extra: &[&str]) -> Result<Child, RedisServerError> {
         .map_err(RedisServerError::NotFound)
 }
 
-fn free_port() -> Result<u16, RedisServerError> {
+pub(super) fn free_port() -> Result<u16, RedisServerError> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -75,7 +78,7 @@ fn free_cluster_port() -> Result<u16, RedisServerError> {
 /// waits until it listens. A port found free can be taken by another
 /// process before the server binds it, and the server then exits at
 /// start: it is tried again on another port, up to five times.
-fn start_node(
+pub(super) fn start_node(
     cluster: bool,
     extra: impl Fn(u16) -> Vec<String>,
 ) -> Result<RedisServer, RedisServerError> {
@@ -87,10 +90,10 @@ fn start_node(
             free_port()?
         };
         let args = extra(port);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut server = RedisServer {
             child: spawn(port, &args)?,
             port,
+            args,
         };
         match listening(&mut server.child, port) {
             Ok(()) => return Ok(server),
@@ -101,7 +104,7 @@ fn start_node(
 }
 
 /// Waits until `port` accepts connections, or `child` exits, or 10 s pass.
-fn listening(child: &mut Child, port: u16) -> Result<(), RedisServerError> {
+pub(super) fn listening(child: &mut Child, port: u16) -> Result<(), RedisServerError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
@@ -181,8 +184,15 @@ impl RedisServer {
     /// did not listen in time.
     pub fn restart(&mut self) -> Result<(), RedisServerError> {
         self.kill();
-        self.child = spawn(self.port, &[])?;
+        self.child = spawn(self.port, &self.args)?;
         listening(&mut self.child, self.port)
+    }
+
+    /// As [`restart`](Self::restart), with other arguments from now on (a
+    /// primary that comes back as a replica: `--replicaof`).
+    pub(super) fn restart_with(&mut self, args: Vec<String>) -> Result<(), RedisServerError> {
+        self.args = args;
+        self.restart()
     }
 }
 
@@ -308,6 +318,8 @@ impl Drop for RedisCluster {
 pub enum LocalRedis {
     /// One `redis-server`.
     Server(RedisServer),
+    /// A primary with two replicas, watched by three Sentinels.
+    Sentinel(super::RedisSentinel),
     /// A three-master Redis Cluster.
     Cluster(RedisCluster),
 }
@@ -326,10 +338,23 @@ impl LocalRedis {
         })
     }
 
+    /// A primary with two replicas under three Sentinels; each server
+    /// refuses writes with fewer than `min_replicas` replicas in reach.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisSentinel::start`](super::RedisSentinel::start).
+    pub fn start_sentinel(min_replicas: u32) -> Result<Self, RedisServerError> {
+        Ok(LocalRedis::Sentinel(super::RedisSentinel::start(
+            min_replicas,
+        )?))
+    }
+
     /// Where it is, as a node connects to it.
     pub fn target(&self) -> super::RedisTarget {
         match self {
             LocalRedis::Server(s) => super::RedisTarget::Server(s.url()),
+            LocalRedis::Sentinel(s) => s.target(),
             LocalRedis::Cluster(c) => super::RedisTarget::Cluster(c.urls()),
         }
     }
@@ -346,14 +371,23 @@ impl LocalRedis {
     pub fn server_mut(&mut self) -> Option<&mut RedisServer> {
         match self {
             LocalRedis::Server(s) => Some(s),
-            LocalRedis::Cluster(_) => None,
+            LocalRedis::Sentinel(_) | LocalRedis::Cluster(_) => None,
         }
     }
 
-    /// What it is, in a word or two (`server`, `cluster3`).
+    /// The Sentinel setup, if it is one.
+    pub fn sentinel_mut(&mut self) -> Option<&mut super::RedisSentinel> {
+        match self {
+            LocalRedis::Sentinel(s) => Some(s),
+            LocalRedis::Server(_) | LocalRedis::Cluster(_) => None,
+        }
+    }
+
+    /// What it is, in a word or two (`server`, `sentinel`, `cluster3`).
     pub fn name(&self) -> &'static str {
         match self {
             LocalRedis::Server(_) => "server",
+            LocalRedis::Sentinel(_) => "sentinel",
             LocalRedis::Cluster(_) => "cluster3",
         }
     }

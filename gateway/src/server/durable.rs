@@ -104,13 +104,16 @@ pub(crate) enum TakeOver {
     Unavailable,
 }
 
+/// The longest pause between two tries of a close the store did not take.
+const CLOSE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How many lease generations past the stored image a resume token is
 /// checked for: a token that verifies for one of them was handed out after
 /// the state the store holds (the store lost the newer one).
 const TOKEN_LOOKAHEAD: u64 = 8;
 
 /// A restored gateway session.
-type Image = AnySession<Owner>;
+pub(super) type Image = AnySession<Owner>;
 
 fn owner_of(s: &Image) -> Option<Owner> {
     s.as_open()
@@ -232,7 +235,7 @@ impl Shared {
                 tracing::warn!(%session, "the store lost this session's state: {e}");
                 self.write_back(node, session).await
             }
-            Err(e @ DirectoryError::Redis(_)) => {
+            Err(e @ (DirectoryError::Redis(_) | DirectoryError::Unreplicated { .. })) => {
                 bump(&self.stats.store_failed);
                 tracing::warn!(%session, "not stored (kept here, sent again with the next save): {e}");
                 Stored::Unavailable
@@ -293,6 +296,7 @@ impl Shared {
         let Some(node) = &self.node else {
             return Stored::Yes;
         };
+        let _closing = node.closing();
         let id = Id::new(session).ok();
         let batch = match &id {
             Some(id) => {
@@ -305,8 +309,10 @@ impl Shared {
                 ..Default::default()
             },
         };
+        // Retried for about 10 s: longer than a Sentinel failover takes
+        // to promote a replica.
         let mut wait = std::time::Duration::from_millis(50);
-        for _ in 0..6 {
+        for _ in 0..14 {
             match node
                 .directory
                 .close(session, incarnation, batch_save(&batch, &[], 0))
@@ -339,7 +345,7 @@ impl Shared {
                     match self.write_back_closed(node, id, incarnation).await {
                         Stored::Unavailable => {
                             tokio::time::sleep(wait).await;
-                            wait *= 2;
+                            wait = (wait * 2).min(CLOSE_RETRY_MAX);
                         }
                         done => return done,
                     }
@@ -347,7 +353,7 @@ impl Shared {
                 Err(e) => {
                     tracing::warn!(%session, "close not stored yet, retrying in {wait:?}: {e}");
                     tokio::time::sleep(wait).await;
-                    wait *= 2;
+                    wait = (wait * 2).min(CLOSE_RETRY_MAX);
                 }
             }
         }
@@ -372,6 +378,17 @@ impl Shared {
         let Some(node) = &self.node else {
             return Err(TakeOver::Local);
         };
+        // A store that lost data lately (restarted empty, or failed over
+        // to a replica that missed writes) may hold an older record than
+        // the node that holds the session live: no takeover acts on a
+        // record until every live node has written back what it holds.
+        // The generation is asked now, not at the next heartbeat, so that
+        // a loss seen first here counts at once.
+        self.check_store_quietly().await;
+        if self.repairing(node).await {
+            tracing::debug!(%session, "resume waits for the write-backs after the store's loss");
+            return Err(TakeOver::Unavailable);
+        }
         // A race (another node moved first, or the owner stored a change
         // after the read) means: read again. A few rounds settle it.
         for _ in 0..4 {
@@ -496,7 +513,7 @@ impl Shared {
 
     /// Releases every engine request the session holds (they were the
     /// previous owner's engine's); their ids.
-    fn release_previous(&self, session: &Id) -> Vec<String> {
+    pub(super) fn release_previous(&self, session: &Id) -> Vec<String> {
         let ids: Vec<String> = self
             .manager
             .update(session, AnySession::release_all)
@@ -509,7 +526,7 @@ impl Shared {
     /// Moves the directory's record of `session`, as `read` found it, to
     /// the local copy's incarnation, with the local image and the released
     /// requests; drops the local copy if the record changed since.
-    async fn claim(
+    pub(super) async fn claim(
         &self,
         node: &Node,
         session: &Id,
@@ -558,86 +575,6 @@ impl Shared {
         let counts = node.directory.releases(session.as_str()).await?;
         node.shadows.start(session, applied, counts);
         Ok(())
-    }
-
-    /// Adopts the sessions of nodes that stopped announcing themselves:
-    /// each becomes this node's, detached, with its previous engine's
-    /// requests released; it expires here after the grace unless its
-    /// client resumes (here, or anywhere: a takeover moves it on).
-    pub(crate) async fn adopt_dead(&self) {
-        let Some(node) = &self.node else { return };
-        let Ok(nodes) = node.directory.nodes().await else {
-            return;
-        };
-        for dead in nodes {
-            if dead == node.directory.node() || node.directory.is_live(&dead).await.unwrap_or(true)
-            {
-                continue;
-            }
-            let Ok(sessions) = node.directory.owned_by(&dead).await else {
-                continue;
-            };
-            let mut done = true;
-            for session in sessions {
-                match self.adopt(node, &dead, &session).await {
-                    Ok(true) => {}
-                    // Full here: left for a later round or another node.
-                    Ok(false) => done = false,
-                    Err(e) => {
-                        tracing::warn!(%session, "adoption from {dead} not finished: {e}");
-                        done = false;
-                    }
-                }
-            }
-            if done {
-                if let Err(e) = node.directory.forget(&dead).await {
-                    tracing::warn!("cannot forget dead node {dead}: {e}");
-                }
-            }
-        }
-    }
-
-    /// Adopts one session of `dead`: whether it is settled (adopted here,
-    /// or not `dead`'s any more); `false` leaves it for a later round.
-    async fn adopt(&self, node: &Node, dead: &str, session: &str) -> Result<bool, DirectoryError> {
-        let Some(record) = node.directory.load(session).await? else {
-            return Ok(true);
-        };
-        if record.node != dead {
-            return Ok(true); // closed or taken over meanwhile
-        }
-        let Ok(id) = Id::new(session) else {
-            tracing::error!(%session, "a directory entry that is not a session id");
-            return Ok(true);
-        };
-        if self.manager.with_session(&id, |_| ()).is_some() {
-            return Ok(false); // a copy here is being taken over by a resume
-        }
-        let restored = match Image::restore_with_capacities(&record.image) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(%session, "stored image refused, not adopted: {e}");
-                return Ok(true);
-            }
-        };
-        let Ok(fence) = self
-            .manager
-            .import(restored, record.incarnation.saturating_add(1))
-        else {
-            return Ok(false); // full here: a later round, or another node
-        };
-        let released = self.release_previous(&id);
-        // Its client is not connected here: the grace starts now.
-        let _ = self.manager.detach(&fence);
-        match self.claim(node, &id, &record, released).await {
-            Ok(()) => {
-                bump(&self.stats.adopted);
-                Ok(true)
-            }
-            // Another node moved first: settled, by it.
-            Err(Stored::Lost | Stored::Yes) => Ok(true),
-            Err(Stored::Unavailable) => Ok(false),
-        }
     }
 
     /// Hands every session off at shutdown, within `deadline`: its engine

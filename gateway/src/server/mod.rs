@@ -10,6 +10,7 @@
 //! the upgrade, the probes, the metrics, the page), [`tls`], and the
 //! accept loop here.
 
+mod adoption;
 pub mod auth;
 pub(crate) mod connection;
 pub(crate) mod durable;
@@ -208,9 +209,30 @@ impl Gateway {
                 },
             ))
         };
+        let announcing = self.shared.node.as_ref().map(|node| {
+            // A node announces itself on a task of its own, so that a long
+            // write-back or adoption round never makes it look dead.
+            let shared = Arc::clone(&self.shared);
+            let mut stopped = stopped.clone();
+            let period = node.liveness_ttl / 4;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                loop {
+                    tokio::select! {
+                        _ = stopped.wait_for(|s| *s) => break,
+                        _ = tick.tick() => {}
+                    }
+                    if let Some(node) = &shared.node {
+                        if let Err(e) = node.directory.heartbeat(node.liveness_ttl).await {
+                            tracing::warn!("liveness not announced: {e}");
+                        }
+                    }
+                }
+            })
+        });
         let tending = self.shared.node.as_ref().map(|node| {
-            // A node announces itself, and adopts the sessions of nodes
-            // that stopped announcing themselves.
+            // A node adopts the sessions of nodes that stopped announcing
+            // themselves.
             let shared = Arc::clone(&self.shared);
             let mut stopped = stopped.clone();
             let period = node.liveness_ttl / 4;
@@ -221,11 +243,6 @@ impl Gateway {
                     tokio::select! {
                         _ = stopped.wait_for(|s| *s) => break,
                         _ = tick.tick() => {}
-                    }
-                    if let Some(node) = &shared.node {
-                        if let Err(e) = node.directory.heartbeat(node.liveness_ttl).await {
-                            tracing::warn!("liveness not announced: {e}");
-                        }
                     }
                     // A store that lost its data gets back what this node
                     // holds before anything is adopted from it.
@@ -322,11 +339,11 @@ impl Gateway {
             following.abort();
             let _ = following.await;
         }
-        if let Some(tending) = tending {
-            // It holds nothing that must finish: a round blocked on a
+        for task in [tending, announcing].into_iter().flatten() {
+            // They hold nothing that must finish: a round blocked on a
             // store that went away is not waited for.
-            tending.abort();
-            let _ = tending.await;
+            task.abort();
+            let _ = task.await;
         }
         if self.shared.node.is_none() {
             self.close_all();

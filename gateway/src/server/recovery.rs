@@ -59,6 +59,16 @@ impl Shared {
     /// changed, the store lost its data: every session held here is
     /// written back.
     pub(crate) async fn check_store(&self) {
+        self.check_store_as(true).await;
+    }
+
+    /// As [`check_store`](Self::check_store), without a warning when the
+    /// store does not answer (a resume's check: the heartbeat's says it).
+    pub(crate) async fn check_store_quietly(&self) {
+        self.check_store_as(false).await;
+    }
+
+    async fn check_store_as(&self, warn: bool) {
         let Some(node) = &self.node else { return };
         match node.store_lost().await {
             Ok(false) => {}
@@ -67,18 +77,39 @@ impl Shared {
                     "the session store lost its data (its generation changed): writing back every session held here"
                 );
                 bump(&self.stats.store_losses);
-                if let Err(e) = node.directory.note_loss().await {
-                    tracing::warn!("cannot note the store's loss: {e}");
-                }
+                node.recovering.store(true, Ordering::SeqCst);
+                node.loss_unnoted.store(true, Ordering::SeqCst);
                 node.sweep_due.store(true, Ordering::SeqCst);
             }
-            Err(e) => tracing::warn!("cannot read the store's generation: {e}"),
+            Err(e) if warn => tracing::warn!("cannot read the store's generation: {e}"),
+            Err(e) => tracing::debug!("cannot read the store's generation: {e}"),
+        }
+        // Noted for the others until the store takes it (a new primary
+        // refuses writes until a replica joins it).
+        if node.loss_unnoted.load(Ordering::SeqCst) {
+            match node.directory.note_loss().await {
+                Ok(()) => node.loss_unnoted.store(false, Ordering::SeqCst),
+                Err(e) => tracing::debug!("cannot note the store's loss yet: {e}"),
+            }
         }
         // A write-back the store did not answer is tried again at the
         // next check; only a complete one is noted.
-        if node.sweep_due.swap(false, Ordering::SeqCst) && !self.write_back_all(node).await {
-            node.sweep_due.store(true, Ordering::SeqCst);
+        if node.sweep_due.swap(false, Ordering::SeqCst) {
+            if self.write_back_all(node).await {
+                node.recovering.store(false, Ordering::SeqCst);
+            } else {
+                node.sweep_due.store(true, Ordering::SeqCst);
+            }
         }
+    }
+
+    /// Whether a takeover or an adoption must wait: this node, or another
+    /// live one, is still writing back what it held when the store lost
+    /// data.
+    pub(crate) async fn repairing(&self, node: &Node) -> bool {
+        node.recovering.load(Ordering::SeqCst)
+            || node.loss_unnoted.load(Ordering::SeqCst)
+            || matches!(self.after_loss(node).await, TakeOver::Unavailable)
     }
 
     /// Writes back every session held here, and the logs of those closed
@@ -92,6 +123,9 @@ impl Shared {
         for (id, incarnation, _) in node.shadows.recently_closed() {
             complete &= self.write_back_closed(node, &id, incarnation).await != Stored::Unavailable;
         }
+        // A close not stored yet leaves the store's older record of that
+        // session open: this node is not done until the close lands.
+        complete &= !node.closes_pending();
         // The others now know that what this node held is back.
         if complete {
             if let Err(e) = node.directory.mark_recovered(&node.generation()).await {

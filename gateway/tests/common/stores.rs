@@ -70,3 +70,13 @@ macro_rules! on_every_store {
 }
 #[allow(unused_imports)]
 pub(crate) use on_every_store;
+
+/// A primary with two replicas under three Sentinels (each server
+/// refusing writes with fewer than `min_replicas` replicas), or `None`
+/// (skipped) without `redis-server` on PATH.
+pub fn sentinel(min_replicas: u32) -> Option<duplex_gateway::cluster::RedisSentinel> {
+    server()?;
+    Some(
+        duplex_gateway::cluster::RedisSentinel::start(min_replicas).expect("Sentinel setup starts"),
+    )
+}

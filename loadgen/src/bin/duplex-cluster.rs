@@ -8,7 +8,12 @@
 //! again, empty, on the same port (it outlives the store's death: every
 //! read of the directory is retried while the store comes back), and with
 //! `--with-a-node` a node at the same moment; with `--pause-redis-every-s`,
-//! stalls it for 3 s (`CLIENT PAUSE`).
+//! stalls it for 3 s (`CLIENT PAUSE`). With `--redis-sentinel` the store
+//! is a primary with two replicas under three Sentinels, and
+//! `--kill-redis-every-s` SIGKILLs the primary: a replica is promoted and
+//! the old primary comes back, empty, as a replica. `--durability
+//! replicated` has the nodes acknowledge a change only once a replica
+//! holds it (`WAIT`).
 //! Then it waits for every session left behind to be closed or to expire,
 //! and counts every engine request's releases in the directory.
 //!
@@ -56,6 +61,16 @@ struct Args {
     /// survives, what only the store held is gone.
     #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
     kill_redis_every_s: u64,
+    /// Keep the directory in a primary with two replicas watched by three
+    /// Sentinels; --kill-redis-every-s then kills the primary (a replica
+    /// is promoted; the old primary comes back as a replica).
+    #[arg(long, conflicts_with = "redis_cluster")]
+    redis_sentinel: bool,
+    /// When the nodes acknowledge a change: `ack` (the primary holds it)
+    /// or `replicated` (a replica holds it too: WAIT; with
+    /// --redis-sentinel the servers also refuse writes without a replica).
+    #[arg(long, default_value = "ack", value_parser = ["ack", "replicated"])]
+    durability: String,
     /// With --kill-redis-every-s: SIGKILL a random node at the same moment
     /// (started again once the store is back). What only that node and
     /// the store held is gone: its clients are told (`state_lost`).
@@ -64,7 +79,7 @@ struct Args {
     /// Stall the redis-server this often: `CLIENT PAUSE 3000` through
     /// `redis-cli` (0: never; one redis-server only). Writes time out and
     /// are sent again once it answers, while the first ones still run.
-    #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["redis_cluster", "redis_sentinel"])]
     pause_redis_every_s: u64,
     /// Milliseconds between a client's 20 ms chunks.
     #[arg(long, default_value_t = 20)]
@@ -104,6 +119,7 @@ struct Node {
 struct Setup {
     gateway: PathBuf,
     redis: RedisTarget,
+    durability: String,
     grace_s: u64,
     admin_token: String,
     resume_key: String,
@@ -146,6 +162,7 @@ impl Setup {
         let child = command
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(redis_args(&self.redis))
+            .args(["--durability", &self.durability])
             .args(["--node", &format!("n{index}")])
             .args([
                 "--grace-s",
@@ -190,6 +207,12 @@ impl Setup {
 fn redis_args(target: &RedisTarget) -> Vec<String> {
     match target {
         RedisTarget::Server(url) => vec!["--redis".into(), url.clone()],
+        RedisTarget::Sentinel { sentinels, master } => vec![
+            "--redis".into(),
+            sentinels.join(","),
+            "--redis-sentinel".into(),
+            master.clone(),
+        ],
         RedisTarget::Cluster(urls) => {
             vec!["--redis".into(), urls.join(","), "--redis-cluster".into()]
         }
@@ -266,7 +289,13 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     }
     // Kept running for the whole run (killed and restarted with
     // --kill-redis-every-s).
-    let mut store = LocalRedis::start(args.redis_cluster).map_err(|e| e.to_string())?;
+    let mut store = if args.redis_sentinel {
+        let min_replicas = u32::from(args.durability == "replicated");
+        LocalRedis::start_sentinel(min_replicas)
+    } else {
+        LocalRedis::start(args.redis_cluster)
+    }
+    .map_err(|e| e.to_string())?;
     let target = store.target();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
@@ -276,6 +305,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     let mut setup = Setup {
         gateway,
         redis: target.clone(),
+        durability: args.durability.clone(),
         grace_s: args.grace_s,
         admin_token: secret(16)?,
         resume_key: secret(32)?,
@@ -307,6 +337,8 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
 
     // The faults, while the clients stream.
     let (mut kills, mut drains, mut redis_kills, mut pauses) = (0usize, 0usize, 0usize, 0usize);
+    // With Sentinel: how long each promotion took after its kill.
+    let mut promotions: Vec<u128> = Vec::new();
     let start = tokio::time::Instant::now();
     let end = start + Duration::from_secs(args.duration_s);
     let every = |s: u64| (s > 0).then(|| Duration::from_secs(s));
@@ -352,10 +384,23 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
             continue;
         }
         if Some(at) == next_redis {
-            let Some(server) = store.server_mut() else {
-                return Err("--kill-redis-every-s needs one redis-server".into());
+            // With Sentinel the primary dies and a replica takes over;
+            // alone, the one server dies and comes back empty.
+            let killed_primary = match &mut store {
+                LocalRedis::Sentinel(sentinel) => {
+                    Some(sentinel.kill_primary().map_err(|e| e.to_string())?)
+                }
+                LocalRedis::Server(server) => {
+                    server.kill();
+                    None
+                }
+                LocalRedis::Cluster(_) => {
+                    return Err(
+                        "--kill-redis-every-s needs one redis-server or --redis-sentinel".into(),
+                    )
+                }
             };
-            server.kill();
+            let killed_at = std::time::Instant::now();
             redis_kills += 1;
             let victim = args.with_a_node.then(|| {
                 let victim = (rng.next_u32() as usize) % nodes.len();
@@ -365,9 +410,19 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
                 kills += 1;
                 (node.index, node.port)
             });
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            tokio::task::block_in_place(|| server.restart())
-                .map_err(|e| format!("redis-server did not come back: {e}"))?;
+            match (killed_primary, &mut store) {
+                (Some(index), LocalRedis::Sentinel(sentinel)) => {
+                    tokio::task::block_in_place(|| sentinel.await_failover(index))
+                        .map_err(|e| format!("the Sentinels did not fail over: {e}"))?;
+                    promotions.push(killed_at.elapsed().as_millis());
+                }
+                (_, LocalRedis::Server(server)) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::task::block_in_place(|| server.restart())
+                        .map_err(|e| format!("redis-server did not come back: {e}"))?;
+                }
+                _ => return Err("the killed store is of no kind that comes back".into()),
+            }
             if let Some((index, port)) = victim {
                 nodes[index] = setup.start(index, port)?;
             }
@@ -421,9 +476,15 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     println!("{}", report.line());
     let released_once = tally.exactly_once() && left == 0;
     let redis = store.name();
+    let promoted = if promotions.is_empty() {
+        String::new()
+    } else {
+        let ms: Vec<String> = promotions.iter().map(u128::to_string).collect();
+        format!(" promoted_after_ms={}", ms.join(","))
+    };
     println!(
-        "cluster: nodes={} redis={redis} kills={kills} drains={drains} redis_kills={redis_kills} redis_pauses={pauses} requests={} sessions_left={left} released_once={released_once}",
-        args.nodes, tally.bound
+        "cluster: nodes={} redis={redis} durability={} kills={kills} drains={drains} redis_kills={redis_kills}{promoted} redis_pauses={pauses} requests={} sessions_left={left} released_once={released_once}",
+        args.nodes, args.durability, tally.bound
     );
     let mut failures = report.failures();
     if !tally.never.is_empty() {

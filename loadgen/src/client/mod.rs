@@ -521,7 +521,14 @@ impl Client {
                 // The store lost the session: no token can be told from
                 // another then; the real one is answered the same.
                 ServerEvent::Error { kind, .. } if kind == "state_lost" => {}
-                other => self.unexpected("stale resume", &other),
+                other => {
+                    // A session this socket may now hold: the next open
+                    // goes on a fresh connection.
+                    self.unexpected("stale resume", &other);
+                    self.ws = None;
+                    self.held = None;
+                    return Ok(());
+                }
             }
         }
         self.send_json(serde_json::json!({"type": "session.open", "session_id": held.id, "resume_token": held.token}))
@@ -556,6 +563,7 @@ impl Client {
             }
             other => {
                 self.unexpected("resume", &other);
+                self.ws = None;
                 self.held = None;
                 return Ok(());
             }

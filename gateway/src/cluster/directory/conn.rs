@@ -1,22 +1,43 @@
-//! Where the directory is, and the connection of either kind.
+//! Where the directory is, and the connection of each kind.
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
-/// Where the directory lives: one Redis server, or a Redis Cluster given
-/// by seed nodes.
+use super::keys::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+
+/// Where the directory lives: one Redis server, a primary found through
+/// Redis Sentinel, or a Redis Cluster given by seed nodes.
 ///
 /// ```
 /// use duplex_gateway::cluster::RedisTarget;
 /// let t = RedisTarget::parse("redis://10.0.0.1:7000/,redis://10.0.0.2:7000/", true);
 /// assert_eq!(t, RedisTarget::Cluster(vec!["redis://10.0.0.1:7000/".into(), "redis://10.0.0.2:7000/".into()]));
 /// assert_eq!(RedisTarget::parse("redis://h:6379/", false), RedisTarget::Server("redis://h:6379/".into()));
+/// let s = RedisTarget::sentinel("redis://s1:26379/, redis://s2:26379/", "dx");
+/// assert_eq!(s, RedisTarget::Sentinel {
+///     sentinels: vec!["redis://s1:26379/".into(), "redis://s2:26379/".into()],
+///     master: "dx".into(),
+/// });
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     /// One server (`redis://host:port/`).
     Server(String),
+    /// The primary that Redis Sentinel names `master` (`sentinel monitor
+    /// <master> ...`), asked of these Sentinels. A failover is followed
+    /// without a restart: a connection that breaks, or finds its server
+    /// demoted (`READONLY`), asks the Sentinels again.
+    Sentinel {
+        /// The Sentinels' URLs (`redis://host:26379/`).
+        sentinels: Vec<String>,
+        /// The monitored master's name.
+        master: String,
+    },
     /// A Redis Cluster: its seed nodes. The whole-directory scans of a
     /// test's end ([`Directory::release_tally`](super::Directory::release_tally), [`Directory::records`](super::Directory::records))
     /// visit the seeds, so name every master.
@@ -28,32 +49,102 @@ impl RedisTarget {
     /// cluster.
     pub fn parse(urls: &str, cluster: bool) -> Self {
         if cluster {
-            RedisTarget::Cluster(urls.split(',').map(|u| u.trim().to_owned()).collect())
+            RedisTarget::Cluster(split(urls))
         } else {
             RedisTarget::Server(urls.to_owned())
         }
     }
 
-    pub(super) fn seeds(&self) -> Vec<String> {
-        match self {
-            RedisTarget::Server(url) => vec![url.clone()],
-            RedisTarget::Cluster(urls) => urls.clone(),
+    /// The primary Sentinel calls `master`, asked of the Sentinels at
+    /// `urls` (comma-separated).
+    pub fn sentinel(urls: &str, master: &str) -> Self {
+        RedisTarget::Sentinel {
+            sentinels: split(urls),
+            master: master.to_owned(),
         }
     }
 }
 
-/// The connection: a reconnecting multiplexed connection to one server,
-/// or a cluster connection that routes each command by its key's slot.
+fn split(urls: &str) -> Vec<String> {
+    urls.split(',').map(|u| u.trim().to_owned()).collect()
+}
+
+/// The connection: a reconnecting multiplexed connection to one server or
+/// to Sentinel's primary, or a cluster connection that routes each command
+/// by its key's slot.
 #[derive(Clone)]
 pub(super) enum Conn {
     Server(ConnectionManager),
+    Sentinel(SentinelConn),
     Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Connects to `target` with the directory's bounded waits.
+    pub(super) async fn open(target: &RedisTarget) -> Result<Self, RedisError> {
+        use super::keys::{RETRIES, RETRY_DELAY_MAX};
+        Ok(match target {
+            RedisTarget::Server(url) => {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(RETRIES)
+                    .set_max_delay(RETRY_DELAY_MAX);
+                let client = redis::Client::open(url.as_str())?;
+                Conn::Server(ConnectionManager::new_with_config(client, config).await?)
+            }
+            RedisTarget::Sentinel { sentinels, master } => {
+                Conn::Sentinel(SentinelConn::open(sentinels, master).await?)
+            }
+            RedisTarget::Cluster(seeds) => Conn::Cluster(
+                redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .retries(u32::try_from(RETRIES).unwrap_or(2))
+                    .build()?
+                    .get_async_connection()
+                    .await?,
+            ),
+        })
+    }
+
+    /// Clients for every server that holds part of the directory: the one
+    /// server, Sentinel's current primary, or the cluster's seeds.
+    pub(super) async fn servers(
+        &self,
+        target: &RedisTarget,
+    ) -> Result<Vec<redis::Client>, RedisError> {
+        match (self, target) {
+            (Conn::Sentinel(s), _) => Ok(vec![s.primary().await?]),
+            (_, RedisTarget::Server(url)) => Ok(vec![redis::Client::open(url.as_str())?]),
+            (_, RedisTarget::Cluster(urls)) => urls
+                .iter()
+                .map(|u| redis::Client::open(u.as_str()))
+                .collect(),
+            (_, RedisTarget::Sentinel { .. }) => Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a Sentinel target without its Sentinel connection",
+            ))),
+        }
+    }
+}
+
+impl Conn {
+    /// With Sentinel, the replication id of the primary this connection
+    /// last reached: each promotion draws a new one.
+    pub(super) fn primary(&self) -> Option<String> {
+        match self {
+            Conn::Sentinel(s) => Some(s.primary_term()),
+            Conn::Server(_) | Conn::Cluster(_) => None,
+        }
+    }
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Server(c) => c.req_packed_command(cmd),
+            Conn::Sentinel(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -66,6 +157,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Server(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -73,7 +165,227 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Server(c) => c.get_db(),
+            Conn::Sentinel(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
+    }
+}
+
+/// How long after a failed ask of the Sentinels the next one waits.
+const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One multiplexed connection to the primary Sentinel names, shared by
+/// clones. A command whose connection broke, timed out or reached a
+/// server that is no longer the primary fails (the directory's callers
+/// treat it as unanswered and send it again) and drops the connection, so
+/// the next command asks the Sentinels where the primary is now.
+#[derive(Clone)]
+pub(super) struct SentinelConn {
+    inner: Arc<SentinelInner>,
+}
+
+struct SentinelInner {
+    /// Asks the Sentinels; one ask at a time.
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    /// The connection in use, numbered so that a failure drops only the
+    /// connection it happened on.
+    current: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// The replication id of the primary last connected to (its term).
+    primary: Mutex<String>,
+    /// When asking the Sentinels last failed: the next ask waits
+    /// [`ASK_AGAIN_AFTER`], so a failover's outage is not a storm of asks.
+    failed_at: Mutex<Option<std::time::Instant>>,
+    opened: AtomicU64,
+    config: redis::AsyncConnectionConfig,
+}
+
+impl SentinelConn {
+    async fn open(sentinels: &[String], master: &str) -> Result<Self, RedisError> {
+        let client = SentinelClient::build(
+            sentinels.iter().map(String::as_str).collect(),
+            master.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )?;
+        let conn = SentinelConn {
+            inner: Arc::new(SentinelInner {
+                sentinels: tokio::sync::Mutex::new(client),
+                current: Mutex::new(None),
+                primary: Mutex::new(String::new()),
+                failed_at: Mutex::new(None),
+                opened: AtomicU64::new(0),
+                config: redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT)),
+            }),
+        };
+        conn.connection().await?;
+        Ok(conn)
+    }
+
+    fn in_use(&self) -> Option<(u64, MultiplexedConnection)> {
+        self.inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The connection in use, or a new one to the primary the Sentinels
+    /// name now (checked with `ROLE` by the client).
+    async fn connection(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
+        if let Some(c) = self.in_use() {
+            return Ok(c);
+        }
+        let mut sentinels = self.inner.sentinels.lock().await;
+        if let Some(c) = self.in_use() {
+            return Ok(c); // another caller connected meanwhile
+        }
+        let failed_at = *self
+            .inner
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if failed_at.is_some_and(|at| at.elapsed() < ASK_AGAIN_AFTER) {
+            return Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "no primary reachable (the Sentinels were asked a moment ago)",
+            )));
+        }
+        let asked = async {
+            let client = sentinels.async_get_client().await?;
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&self.inner.config)
+                .await?;
+            // The primary's replication id: a promotion draws a new one,
+            // so it names this primary's term (an address can come back).
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await?;
+            let term = info
+                .lines()
+                .find_map(|l| l.strip_prefix("master_replid:"))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned();
+            Ok::<_, RedisError>((term, conn))
+        };
+        let answer = tokio::time::timeout(CONNECT_TIMEOUT * 2, asked)
+            .await
+            .map_err(|_| {
+                RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "asking the Sentinels for the primary timed out",
+                ))
+            })
+            .and_then(|answer| answer);
+        *self
+            .inner
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            answer.is_err().then(std::time::Instant::now);
+        let (addr, conn) = answer?;
+        *self
+            .inner
+            .primary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = addr;
+        let number = self.inner.opened.fetch_add(1, Ordering::Relaxed) + 1;
+        *self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((number, conn.clone()));
+        Ok((number, conn))
+    }
+
+    /// The replication id of the primary last connected to.
+    fn primary_term(&self) -> String {
+        self.inner
+            .primary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A client for the current primary (for scans and subscriptions).
+    async fn primary(&self) -> Result<redis::Client, RedisError> {
+        self.inner.sentinels.lock().await.async_get_client().await
+    }
+
+    /// Drops connection `number` if it is still the one in use.
+    fn broken(&self, number: u64) {
+        let mut current = self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.as_ref().is_some_and(|(n, _)| *n == number) {
+            *current = None;
+        }
+    }
+
+    /// Whether `answer` says the connection must be made again.
+    fn reconnect_after<T>(answer: &Result<T, RedisError>, values: impl Fn(&T) -> bool) -> bool {
+        match answer {
+            Err(e) => {
+                e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || e.is_timeout()
+                    || demoted(e.kind())
+            }
+            Ok(v) => values(v),
+        }
+    }
+}
+
+/// A server that is no longer the primary (a failover moved it).
+fn demoted(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+    )
+}
+
+fn demoted_value(value: &Value) -> bool {
+    match value {
+        Value::ServerError(e) => e.kind().is_some_and(|k| demoted(ErrorKind::Server(k))),
+        _ => false,
+    }
+}
+
+impl ConnectionLike for SentinelConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (number, mut conn) = self.connection().await?;
+            let answer = conn.req_packed_command(cmd).await;
+            if Self::reconnect_after(&answer, demoted_value) {
+                self.broken(number);
+            }
+            answer
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (number, mut conn) = self.connection().await?;
+            let answer = conn.req_packed_commands(pipeline, offset, count).await;
+            if Self::reconnect_after(&answer, |values| values.iter().any(demoted_value)) {
+                self.broken(number);
+            }
+            answer
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }

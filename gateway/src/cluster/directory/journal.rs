@@ -99,8 +99,7 @@ impl Directory {
         for (seq, event) in entries {
             call.arg(format!("{seq} {event}"));
         }
-        let mut c = self.conn.clone();
-        let stored: i64 = call.invoke_async(&mut c).await?;
+        let stored: i64 = self.write(&call).await?;
         fenced(stored, session, incarnation)
     }
 

@@ -172,7 +172,10 @@ return lists(7)
 /// Writes a session back after the store lost it (or part of it), as the
 /// node ARGV[1] holding it at incarnation ARGV[2] knows it: record (image
 /// ARGV[3], version ARGV[4]; an empty image writes a closed session back:
-/// no record, its tombstone), the whole applied log (ARGV[5] entries),
+/// its tombstone, and no record: a record of this node's at this
+/// incarnation, or of an older one, is a stale copy the store fell back to
+/// (a failover to a replica that missed the close) and is deleted), the
+/// whole applied log (ARGV[5] entries),
 /// then ARGV[n] requests as (id, release count, released by this holder:
 /// 1 or 0) triples, then the tombstone's TTL. Refused (0) if the record is
 /// another's at this or a later incarnation, or was closed; else 1.
@@ -183,11 +186,11 @@ local at = redis.call('HMGET', KEYS[1], 'node', 'inc')
 if at[1] then
   local inc = tonumber(at[2])
   if inc > tonumber(ARGV[2]) or (inc == tonumber(ARGV[2]) and at[1] ~= ARGV[1]) then return 0 end
-  if ARGV[3] == '' then return 0 end
 elseif redis.call('EXISTS', KEYS[5]) == 1 then
   return 0
 end
 if ARGV[3] == '' then
+  redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[#ARGV])
 else
   redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])

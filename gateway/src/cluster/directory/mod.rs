@@ -60,20 +60,26 @@
 //! # }
 //! ```
 
+mod audit;
+pub use audit::ReleaseTally;
 mod conn;
 mod journal;
 mod keys;
+mod replication;
 
-use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, Script};
+use std::sync::Arc;
+
+use redis::{AsyncCommands, FromRedisValue, Script, ScriptInvocation};
 
 use conn::Conn;
 pub use conn::RedisTarget;
 pub use journal::JOURNAL_ENTRIES;
 use keys::{
     applied_key, closed_key, counts, node_key, owned_key, rec, relby_key, released_key, CLOSE,
-    CONNECT_TIMEOUT, CREATE, NODES, RESPONSE_TIMEOUT, RETRIES, RETRY_DELAY_MAX, SAVE, TAKE_OVER,
+    CREATE, NODES, SAVE, TAKE_OVER,
 };
+pub use replication::Durability;
+use replication::Replication;
 
 mod recovery;
 pub use keys::TOMBSTONE_TTL_S;
@@ -126,6 +132,21 @@ pub enum DirectoryError {
         /// The incarnation in the store.
         found: u64,
     },
+    /// The primary applied the write, but `WAIT` did not confirm that
+    /// enough replicas hold it ([`Durability::Replicated`]), or the
+    /// connection it was written on broke before a `WAIT` could: the
+    /// change is not acknowledged and may or may not survive a failover.
+    /// The caller sends it again with its next save (the scripts count a
+    /// change sent twice once).
+    #[error(
+        "a change reached {acked} of the {wanted} replicas it must reach before it is acknowledged"
+    )]
+    Unreplicated {
+        /// Replicas that confirmed it.
+        acked: u64,
+        /// Replicas it must reach.
+        wanted: u32,
+    },
     /// A record that does not have the directory's shape.
     #[error("malformed directory record for session {session}: {what}")]
     Malformed {
@@ -154,33 +175,6 @@ pub struct Record {
     pub version: u64,
     /// The session's snapshot image as last acknowledged.
     pub image: Vec<u8>,
-}
-
-/// Engine requests over the whole directory, by how often each was
-/// released.
-///
-/// ```
-/// use duplex_gateway::cluster::ReleaseTally;
-/// let mut t = ReleaseTally { bound: 2, ..ReleaseTally::default() };
-/// assert!(t.exactly_once());
-/// t.twice.push("r7".into());
-/// assert!(!t.exactly_once());
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReleaseTally {
-    /// Requests recorded as bound.
-    pub bound: u64,
-    /// Bound and never released.
-    pub never: Vec<String>,
-    /// Released more than once.
-    pub twice: Vec<String>,
-}
-
-impl ReleaseTally {
-    /// Every bound request was released exactly once.
-    pub fn exactly_once(&self) -> bool {
-        self.never.is_empty() && self.twice.is_empty()
-    }
 }
 
 /// One save: the new image, with the input it applied, the engine
@@ -247,6 +241,8 @@ pub struct Directory {
     conn: Conn,
     target: RedisTarget,
     node: String,
+    /// With [`Durability::Replicated`]: the node's `WAIT`s.
+    replication: Option<Arc<Replication>>,
 }
 
 impl core::fmt::Debug for Directory {
@@ -268,7 +264,9 @@ impl Directory {
         Self::connect_to(&RedisTarget::Server(url.to_owned()), node).await
     }
 
-    /// Connects to a server or a cluster as node `node`.
+    /// Connects to a server, a Sentinel's primary or a cluster as node
+    /// `node`, acknowledging what the primary answered
+    /// ([`Durability::Ack`]).
     ///
     /// # Errors
     ///
@@ -277,43 +275,66 @@ impl Directory {
         target: &RedisTarget,
         node: impl Into<String>,
     ) -> Result<Self, DirectoryError> {
+        Self::connect_with(target, node, Durability::Ack).await
+    }
+
+    /// Connects as [`connect_to`](Self::connect_to) does, with the
+    /// durability its writes wait for.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use duplex_gateway::cluster::{Directory, Durability, RedisTarget, Save};
+    ///
+    /// let sentinels = RedisTarget::sentinel("redis://127.0.0.1:26379/", "dx");
+    /// let durability = Durability::Replicated { replicas: 1, timeout: Duration::from_millis(500) };
+    /// let d = Directory::connect_with(&sentinels, "node-a", durability).await?;
+    /// // Returns once a replica holds the record too.
+    /// d.create("call-1", 0, Save { image: b"v1", version: 1, ..Save::default() }).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`DirectoryError::Redis`]: a bad URL or an unreachable server.
+    pub async fn connect_with(
+        target: &RedisTarget,
+        node: impl Into<String>,
+        durability: Durability,
+    ) -> Result<Self, DirectoryError> {
         // Bounded waits: a store that went away is answered `unavailable`
         // within seconds, never hung on.
-        let conn = match target {
-            RedisTarget::Server(url) => {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_number_of_retries(RETRIES)
-                    .set_max_delay(RETRY_DELAY_MAX);
-                let client = redis::Client::open(url.as_str())?;
-                Conn::Server(ConnectionManager::new_with_config(client, config).await?)
-            }
-            RedisTarget::Cluster(seeds) => Conn::Cluster(
-                redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
-                    .connection_timeout(CONNECT_TIMEOUT)
-                    .response_timeout(RESPONSE_TIMEOUT)
-                    .retries(u32::try_from(RETRIES).unwrap_or(2))
-                    .build()?
-                    .get_async_connection()
-                    .await?,
-            ),
-        };
+        let conn = Conn::open(target).await?;
+        let per_write = matches!(target, RedisTarget::Cluster(_));
         Ok(Directory {
             conn,
             target: target.clone(),
             node: node.into(),
+            replication: Replication::new(durability, per_write).map(Arc::new),
         })
     }
 
-    /// Every key matching `pattern` on the seed nodes (on a cluster, each
-    /// master holds its own slots' keys).
+    /// Runs a script that changes the directory: its answer, once the
+    /// change is as durable as the node's [`Durability`] asks.
+    async fn write<T: FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, DirectoryError> {
+        let mut c = self.conn.clone();
+        match &self.replication {
+            None => Ok(call.invoke_async(&mut c).await?),
+            Some(replication) => replication.write(&mut c, call).await,
+        }
+    }
+
+    /// Every key matching `pattern` on the servers that hold the directory
+    /// (on a cluster, each master holds its own slots' keys).
     async fn scan(&self, pattern: &str) -> Result<Vec<String>, DirectoryError> {
         let mut keys = Vec::new();
-        for url in self.target.seeds() {
-            let mut c = redis::Client::open(url.as_str())?
-                .get_multiplexed_async_connection()
-                .await?;
+        for client in self.conn.servers(&self.target).await? {
+            let mut c = client.get_multiplexed_async_connection().await?;
             let mut iter: redis::AsyncIter<'_, String> = c.scan_match(pattern).await?;
             while let Some(key) = iter.next_item().await {
                 keys.push(key?);
@@ -489,7 +510,6 @@ impl Directory {
         save: Save<'_>,
         tail: &[u64],
     ) -> Result<Vec<i64>, DirectoryError> {
-        let mut c = self.conn.clone();
         let mut call = script.prepare_invoke();
         session_keys(&mut call, session).arg(&self.node);
         for n in head {
@@ -499,7 +519,7 @@ impl Directory {
         for n in tail {
             call.arg(*n);
         }
-        Ok(call.invoke_async(&mut c).await?)
+        self.write(&call).await
     }
 
     async fn owned_call(
@@ -627,63 +647,6 @@ impl Directory {
     pub async fn owned_by(&self, node: &str) -> Result<Vec<String>, DirectoryError> {
         let mut c = self.conn.clone();
         Ok(c.smembers(owned_key(node)).await?)
-    }
-
-    /// Over every session the directory has seen: how many engine requests
-    /// were bound, how many were never released, and how many released
-    /// more than once. A scan of the whole keyspace: for a test's end, not
-    /// for serving.
-    ///
-    /// # Errors
-    ///
-    /// [`DirectoryError::Redis`].
-    pub async fn release_tally(&self) -> Result<ReleaseTally, DirectoryError> {
-        let keys = self.scan("dx:*:released").await?;
-        let mut c = self.conn.clone();
-        let mut tally = ReleaseTally::default();
-        for key in keys {
-            let counts: Vec<(String, u64)> = c.hgetall(&key).await?;
-            for (request, n) in counts {
-                tally.bound += 1;
-                match n {
-                    0 => tally.never.push(request),
-                    1 => {}
-                    _ => tally.twice.push(request),
-                }
-            }
-        }
-        Ok(tally)
-    }
-
-    /// Sessions that still have a record.
-    ///
-    /// # Errors
-    ///
-    /// [`DirectoryError::Redis`].
-    pub async fn records(&self) -> Result<usize, DirectoryError> {
-        Ok(self.scan("dx:*:rec").await?.len())
-    }
-
-    /// The sessions that still have a record, with their owners (a scan of
-    /// the whole keyspace, for a test's end).
-    ///
-    /// # Errors
-    ///
-    /// [`DirectoryError::Redis`], [`DirectoryError::Malformed`].
-    pub async fn records_left(&self) -> Result<Vec<(String, Record)>, DirectoryError> {
-        let mut left = Vec::new();
-        for key in self.scan("dx:*:rec").await? {
-            let Some(session) = key
-                .strip_prefix("dx:{")
-                .and_then(|k| k.strip_suffix("}:rec"))
-            else {
-                continue;
-            };
-            if let Some(record) = self.load(session).await? {
-                left.push((session.to_owned(), record));
-            }
-        }
-        Ok(left)
     }
 
     /// Release counts of every engine request of `session` (0: bound, not

@@ -57,7 +57,10 @@ pub struct WriteBack<'a> {
 impl Directory {
     /// The store's generation: the one in force, or `fresh` if the store
     /// had none (it is new, or lost its data) and this call set it. A node
-    /// that knew another has seen the store lose its data.
+    /// that knew another has seen the store lose its data. Through
+    /// Sentinel it ends `@<primary's replication id>`: a failover may have
+    /// promoted a replica that missed writes, so each promotion (which
+    /// draws a new replication id) is a new generation too.
     ///
     /// # Errors
     ///
@@ -71,7 +74,11 @@ impl Directory {
             .arg("GET")
             .query_async(&mut c)
             .await?;
-        Ok(before.unwrap_or_else(|| fresh.to_owned()))
+        let value = before.unwrap_or_else(|| fresh.to_owned());
+        Ok(match self.conn.primary() {
+            Some(primary) => format!("{value}@{primary}"),
+            None => value,
+        })
     }
 
     /// Writes back a session this node holds (or closed) at
@@ -103,8 +110,7 @@ impl Directory {
             call.arg(request).arg(*count).arg(u8::from(*mine));
         }
         call.arg(TOMBSTONE_TTL_S);
-        let mut c = self.conn.clone();
-        let written: i64 = call.invoke_async(&mut c).await?;
+        let written: i64 = self.write(&call).await?;
         Ok(written == 1)
     }
 
@@ -198,10 +204,8 @@ impl Directory {
     pub async fn moved_notices(
         &self,
     ) -> Result<impl Stream<Item = Option<(String, u64)>> + Send + 'static, DirectoryError> {
-        let seeds = self.target.seeds();
         let mut last = None;
-        for seed in seeds {
-            let client = redis::Client::open(seed)?;
+        for client in self.conn.servers(&self.target).await? {
             let subscribed = async {
                 let mut pubsub = client.get_async_pubsub().await?;
                 pubsub.subscribe(moved_channel(&self.node)).await?;

@@ -1,0 +1,184 @@
+//! The directory over a replicated store, against real processes (see
+//! `common/stores.rs` for when it is skipped): a primary with two
+//! replicas under three Sentinels. A node follows a failover without a
+//! restart and loses nothing it acknowledged in the `replicated` mode; a
+//! change no replica confirms is not acknowledged; one `WAIT` confirms
+//! many writes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::stores;
+use duplex_gateway::cluster::{Directory, DirectoryError, Durability, RedisTarget, Save};
+
+const REPLICATED: Durability = Durability::Replicated {
+    replicas: 1,
+    timeout: Duration::from_millis(300),
+};
+
+/// Commands of `name` the server on `port` has run (`INFO commandstats`).
+async fn calls(port: u16, name: &str) -> u64 {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `op` until it succeeds, for up to 20 s; the failures seen on the way.
+async fn until_ok<T, F: std::future::Future<Output = Result<T, DirectoryError>>>(
+    mut op: impl FnMut() -> F,
+) -> (T, Vec<String>) {
+    let mut failures = Vec::new();
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match op().await {
+            Ok(v) => return (v, failures),
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < give_up,
+                    "still failing after 20 s: {e} (before: {failures:?})"
+                );
+                failures.push(e.to_string());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_follows_a_failover_and_keeps_every_acknowledged_change() {
+    let Some(mut redis) = stores::sentinel(1) else {
+        return;
+    };
+    let target = redis.target();
+    assert!(matches!(target, RedisTarget::Sentinel { .. }));
+    let node = Directory::connect_with(&target, "a", REPLICATED)
+        .await
+        .unwrap();
+    let bound = vec!["r1".to_owned()];
+    let first = Save {
+        bound: &bound,
+        ..Save::default()
+    };
+    assert!(node.create("s", 0, first).await.unwrap());
+    let mut acknowledged = Vec::new();
+    for i in 1..=50u64 {
+        let entry = vec![format!("0:{i}:c{i}")];
+        let save = Save {
+            image: b"img",
+            version: i,
+            applied: &entry,
+            base: Some(i - 1),
+            ..Save::default()
+        };
+        node.save("s", 0, save).await.unwrap();
+        acknowledged.push(entry[0].clone());
+    }
+
+    let before = redis.primary_port().unwrap();
+    let killed = redis.kill_primary().unwrap();
+    // The same Directory, not reconnected by the test: its next write
+    // fails while no primary answers, then reaches the promoted replica.
+    let entry = vec!["0:51:c51".to_owned()];
+    let save = Save {
+        image: b"img",
+        version: 51,
+        applied: &entry,
+        base: Some(50),
+        ..Save::default()
+    };
+    let (_, failures) = until_ok(|| node.save("s", 0, save)).await;
+    acknowledged.push(entry[0].clone());
+    redis.await_failover(killed).unwrap();
+    assert_ne!(redis.primary_port().unwrap(), before);
+    assert!(
+        !failures.is_empty(),
+        "the primary was killed, yet no write failed"
+    );
+    // Every change acknowledged before and after the failover is there,
+    // once, in order.
+    assert_eq!(node.applied_log("s").await.unwrap(), acknowledged);
+    let record = node.load("s").await.unwrap().expect("the record survived");
+    assert_eq!((record.node.as_str(), record.version), ("a", 51));
+    // The whole-directory scans reach the new primary.
+    assert_eq!(node.records().await.unwrap(), 1);
+    assert_eq!(node.release_tally().await.unwrap().bound, 1);
+
+    // The new primary dies too: the replica that came back empty and
+    // copied it, or the other one, takes over with everything.
+    let killed = redis.kill_primary().unwrap();
+    let entry = vec!["0:52:c52".to_owned()];
+    let save = Save {
+        image: b"img",
+        version: 52,
+        applied: &entry,
+        base: Some(51),
+        ..Save::default()
+    };
+    until_ok(|| node.save("s", 0, save)).await;
+    acknowledged.push(entry[0].clone());
+    redis.await_failover(killed).unwrap();
+    assert_eq!(node.applied_log("s").await.unwrap(), acknowledged);
+    assert_eq!(node.release_tally().await.unwrap().bound, 1);
+    // A node that joins now finds the same.
+    let late = Directory::connect_to(&target, "b").await.unwrap();
+    assert_eq!(late.applied_log("s").await.unwrap(), acknowledged);
+    assert_eq!(late.release_tally().await.unwrap().bound, 1);
+}
+
+#[tokio::test]
+async fn a_change_no_replica_confirms_is_not_acknowledged() {
+    // A lone server has no replica: WAIT counts none.
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    let replicated = Directory::connect_with(&target, "a", REPLICATED)
+        .await
+        .unwrap();
+    let refused = replicated.create("s", 0, Save::default()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(DirectoryError::Unreplicated {
+                acked: 0,
+                wanted: 1
+            })
+        ),
+        "{refused:?}"
+    );
+    // The same write in the `ack` mode is acknowledged by the primary.
+    let ack = Directory::connect_to(&target, "b").await.unwrap();
+    assert!(ack.create("t", 0, Save::default()).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_wait_confirms_many_writes() {
+    let Some(redis) = stores::sentinel(1) else {
+        return;
+    };
+    let node = Directory::connect_with(&redis.target(), "a", REPLICATED)
+        .await
+        .unwrap();
+    let sessions: Vec<String> = (0..200).map(|i| format!("s{i}")).collect();
+    let created =
+        futures_util::future::join_all(sessions.iter().map(|s| node.create(s, 0, Save::default())))
+            .await;
+    assert!(created.iter().all(|c| matches!(c, Ok(true))), "{created:?}");
+    let primary = redis.primary_port().unwrap();
+    let waits = calls(primary, "wait").await;
+    assert!(waits >= 1, "no WAIT was sent");
+    assert!(
+        waits < 100,
+        "{waits} WAITs for 200 concurrent writes: not grouped"
+    );
+}
