@@ -213,3 +213,66 @@ async fn a_takeover_tells_the_node_it_took_the_session_from() {
         .expect("a notice within 5 s");
     assert_eq!(notice, Some(Some(("s".to_owned(), 4))));
 }
+
+#[tokio::test]
+async fn a_store_fallen_back_to_an_older_incarnation_is_written_back_not_left() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let a = Directory::connect(&server.url(), "a").await.unwrap();
+    let b = Directory::connect(&server.url(), "b").await.unwrap();
+    assert!(a.create("s", 0, Save::default()).await.unwrap());
+    let read = b.load("s").await.unwrap().unwrap();
+    let (inc, _) = b.take_over("s", &read, Save::default()).await.unwrap();
+    let log = strings(&["1:1:c1"]);
+    let save = Save {
+        image: b"b1",
+        version: 5,
+        applied: &log,
+        base: Some(0),
+        ..Save::default()
+    };
+    b.save("s", inc, save).await.unwrap();
+    // A failover to a replica that missed the takeover: the record is
+    // a's again, at incarnation 0.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("HSET")
+        .arg("dx:{s}:rec")
+        .arg("node")
+        .arg("a")
+        .arg("inc")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    // b's next save is not told "moved" (it would drop its copy): the
+    // store lost b's takeover.
+    let next = strings(&["1:2:c2"]);
+    let save = Save {
+        image: b"b2",
+        version: 6,
+        applied: &next,
+        base: Some(1),
+        ..Save::default()
+    };
+    let refused = b.save("s", inc, save).await;
+    assert!(
+        matches!(refused, Err(DirectoryError::Missing { .. })),
+        "{refused:?}"
+    );
+    let all = strings(&["1:1:c1", "1:2:c2"]);
+    let back = WriteBack {
+        image: b"b2",
+        version: 6,
+        applied: &all,
+        requests: &[],
+    };
+    assert!(b.write_back("s", inc, back).await.unwrap());
+    let record = b.load("s").await.unwrap().unwrap();
+    assert_eq!((record.node.as_str(), record.incarnation), ("b", inc));
+    assert_eq!(b.applied_log("s").await.unwrap(), all);
+    // a, at the older incarnation, stays fenced out.
+    let late = a.save("s", 0, Save::default()).await;
+    assert!(matches!(late, Err(DirectoryError::Lost { .. })), "{late:?}");
+}

@@ -359,6 +359,23 @@ impl LocalRedis {
         }
     }
 
+    /// The port of the server that takes the writes now: the one server,
+    /// or Sentinel's primary (`None` for a cluster, whose writes spread
+    /// over three masters).
+    ///
+    /// ```no_run
+    /// let store = duplex_gateway::cluster::LocalRedis::start(false)?;
+    /// assert!(store.primary_port().is_some());
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    pub fn primary_port(&self) -> Option<u16> {
+        match self {
+            LocalRedis::Server(s) => Some(s.port()),
+            LocalRedis::Sentinel(s) => s.primary_port().ok(),
+            LocalRedis::Cluster(_) => None,
+        }
+    }
+
     /// The one server, if it is one (not a cluster).
     ///
     /// ```no_run

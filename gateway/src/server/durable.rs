@@ -426,6 +426,18 @@ impl Shared {
             let local = self
                 .manager
                 .with_session(session, |s| s.fence().incarnation);
+            // Held here at a later incarnation than the store's: the store
+            // lost this node's takeover (a failover to a replica that
+            // missed it). The copy here is the session: written back, it
+            // resumes here.
+            if local.is_some_and(|inc| inc > record.incarnation) {
+                tracing::warn!(%session, stored = record.incarnation, "the store holds an older incarnation than this node: writing the session back");
+                return match self.write_back(node, session).await {
+                    Stored::Yes => Err(TakeOver::Local),
+                    Stored::Lost => Err(TakeOver::Refused),
+                    Stored::Unavailable => Err(TakeOver::Unavailable),
+                };
+            }
             if record.node == node.directory.node() && local == Some(record.incarnation) {
                 // Held here since a takeover whose answer was lost: what
                 // the store holds of it is read now.

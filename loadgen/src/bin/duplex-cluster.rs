@@ -219,6 +219,43 @@ fn redis_args(target: &RedisTarget) -> Vec<String> {
     }
 }
 
+/// ` redis_per_append=<all>` and the commands above 0.05 per append
+/// (`evalsha`, `wait`, `client|id`, ...), from `INFO commandstats` of the
+/// server on `port`; empty if it cannot be read.
+fn commands_per_append(port: u16, appended: u64) -> String {
+    let Ok(out) = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "commandstats"])
+        .output()
+    else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut total = 0u64;
+    let mut named = Vec::new();
+    for line in text.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(":calls="))
+        else {
+            continue;
+        };
+        let calls: u64 = rest
+            .split(',')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        total += calls;
+        #[allow(clippy::cast_precision_loss)]
+        let per = calls as f64 / appended as f64;
+        if per >= 0.05 {
+            named.push(format!("{name}:{per:.2}"));
+        }
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let all = total as f64 / appended as f64;
+    format!(" redis_per_append={all:.2} ({})", named.join(","))
+}
+
 /// SIGTERM, then up to 10 s for the drain, then SIGKILL.
 async fn drain(node: &mut Node) {
     let _ = Command::new("kill")
@@ -476,6 +513,15 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     println!("{}", report.line());
     let released_once = tally.exactly_once() && left == 0;
     let redis = store.name();
+    // What the store ran per acknowledged chunk (only where one server
+    // took every write of the run: after a kill the dead primary's counts
+    // are gone).
+    let per_append = match store.primary_port() {
+        Some(port) if redis_kills == 0 && report.appended > 0 => {
+            commands_per_append(port, report.appended)
+        }
+        _ => String::new(),
+    };
     let promoted = if promotions.is_empty() {
         String::new()
     } else {
@@ -483,7 +529,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
         format!(" promoted_after_ms={}", ms.join(","))
     };
     println!(
-        "cluster: nodes={} redis={redis} durability={} kills={kills} drains={drains} redis_kills={redis_kills}{promoted} redis_pauses={pauses} requests={} sessions_left={left} released_once={released_once}",
+        "cluster: nodes={} redis={redis} durability={} kills={kills} drains={drains} redis_kills={redis_kills}{promoted} redis_pauses={pauses}{per_append} requests={} sessions_left={left} released_once={released_once}",
         args.nodes, args.durability, tally.bound
     );
     let mut failures = report.failures();

@@ -80,6 +80,14 @@ local function missing()
   if redis.call('EXISTS', KEYS[5]) == 1 then return {0} end
   return {-1}
 end
+-- The record is another's, or at an older incarnation than the caller's:
+-- then the store lost the caller's takeover (a failover to a replica that
+-- missed it), and answers as for a lost record so the caller writes back.
+local function fenced(owner)
+  if tonumber(owner[2]) < tonumber(ARGV[2]) then return {-1} end
+  if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
+  return nil
+end
 local function behind(at)
   local base = tonumber(ARGV[at])
   local have = redis.call('LLEN', KEYS[2])
@@ -132,7 +140,8 @@ return {1, redis.call('LLEN', KEYS[2])}
 
 /// Saves if the record is still ARGV[1]'s at incarnation ARGV[2]: `{1,
 /// count per released request}`; `{0}` (another owner, or closed), `{-1}`
-/// (the store lost the record) or `{-2, log length}` (the store lost
+/// (the store lost the record, or holds it at an older incarnation: it
+/// lost this node's takeover) or `{-2, log length}` (the store lost
 /// writes). The image is written only if its version is newer; the lists
 /// always apply (they are facts).
 pub(super) static SAVE: LazyLock<Script> = LazyLock::new(|| {
@@ -140,7 +149,8 @@ pub(super) static SAVE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local owner = redis.call('HMGET', KEYS[1], 'node', 'inc', 'ver')
 if not owner[1] then return missing() end
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
+local other = fenced(owner)
+if other then return other end
 local short = behind(5)
 if short then return short end
 if tonumber(ARGV[4]) > tonumber(owner[3] or '0') then
@@ -220,7 +230,8 @@ pub(super) static CLOSE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local owner = redis.call('HMGET', KEYS[1], 'node', 'inc')
 if not owner[1] then return missing() end
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then return {0} end
+local other = fenced(owner)
+if other then return other end
 local short = behind(5)
 if short then return short end
 redis.call('DEL', KEYS[1])
