@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
@@ -74,27 +74,19 @@ fn split(urls: &str) -> Vec<String> {
 /// by its key's slot.
 #[derive(Clone)]
 pub(super) enum Conn {
-    Server(ConnectionManager),
-    Sentinel(SentinelConn),
+    Server(Reconnecting),
+    Sentinel(Reconnecting),
     Cluster(ClusterConnection),
 }
 
 impl Conn {
     /// Connects to `target` with the directory's bounded waits.
     pub(super) async fn open(target: &RedisTarget) -> Result<Self, RedisError> {
-        use super::keys::{RETRIES, RETRY_DELAY_MAX};
+        use super::keys::RETRIES;
         Ok(match target {
-            RedisTarget::Server(url) => {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_number_of_retries(RETRIES)
-                    .set_max_delay(RETRY_DELAY_MAX);
-                let client = redis::Client::open(url.as_str())?;
-                Conn::Server(ConnectionManager::new_with_config(client, config).await?)
-            }
+            RedisTarget::Server(url) => Conn::Server(Reconnecting::open_server(url).await?),
             RedisTarget::Sentinel { sentinels, master } => {
-                Conn::Sentinel(SentinelConn::open(sentinels, master).await?)
+                Conn::Sentinel(Reconnecting::open(sentinels, master).await?)
             }
             RedisTarget::Cluster(seeds) => Conn::Cluster(
                 redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
@@ -143,8 +135,7 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Server(c) => c.req_packed_command(cmd),
-            Conn::Sentinel(c) => c.req_packed_command(cmd),
+            Conn::Server(c) | Conn::Sentinel(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -156,16 +147,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Server(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Server(c) | Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Server(c) => c.get_db(),
-            Conn::Sentinel(c) => c.get_db(),
+            Conn::Server(c) | Conn::Sentinel(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }
@@ -174,19 +163,31 @@ impl ConnectionLike for Conn {
 /// How long after a failed ask of the Sentinels the next one waits.
 const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// One multiplexed connection to the primary Sentinel names, shared by
-/// clones. A command whose connection broke, timed out or reached a
-/// server that is no longer the primary fails (the directory's callers
-/// treat it as unanswered and send it again) and drops the connection, so
-/// the next command asks the Sentinels where the primary is now.
+/// One multiplexed connection to the server, or to the primary Sentinel
+/// names, shared by clones. A command whose connection broke, timed out
+/// or reached a server that is no longer the primary fails (the
+/// directory's callers treat it as unanswered and send it again) and
+/// drops the connection, so the next command connects anew (asking the
+/// Sentinels where the primary is now). A timeout drops it too: a
+/// connection whose requests went unanswered (a partition that swallowed
+/// them) would otherwise pair every later answer with a request given up
+/// on, and never answer again.
 #[derive(Clone)]
-pub(super) struct SentinelConn {
-    inner: Arc<SentinelInner>,
+pub(super) struct Reconnecting {
+    inner: Arc<ReconnectingInner>,
 }
 
-struct SentinelInner {
-    /// Asks the Sentinels; one ask at a time.
-    sentinels: tokio::sync::Mutex<SentinelClient>,
+/// Where a connection goes.
+enum Source {
+    /// One server.
+    Server(redis::Client),
+    /// The primary the Sentinels name.
+    Sentinel(SentinelClient),
+}
+
+struct ReconnectingInner {
+    /// Where to connect; one connection attempt at a time.
+    source: tokio::sync::Mutex<Source>,
     /// The connection in use, numbered so that a failure drops only the
     /// connection it happened on.
     current: Mutex<Option<(u64, MultiplexedConnection)>>,
@@ -199,7 +200,7 @@ struct SentinelInner {
     config: redis::AsyncConnectionConfig,
 }
 
-impl SentinelConn {
+impl Reconnecting {
     async fn open(sentinels: &[String], master: &str) -> Result<Self, RedisError> {
         let client = SentinelClient::build(
             sentinels.iter().map(String::as_str).collect(),
@@ -207,9 +208,17 @@ impl SentinelConn {
             None,
             SentinelServerType::Master,
         )?;
-        let conn = SentinelConn {
-            inner: Arc::new(SentinelInner {
-                sentinels: tokio::sync::Mutex::new(client),
+        Self::open_from(Source::Sentinel(client)).await
+    }
+
+    async fn open_server(url: &str) -> Result<Self, RedisError> {
+        Self::open_from(Source::Server(redis::Client::open(url)?)).await
+    }
+
+    async fn open_from(source: Source) -> Result<Self, RedisError> {
+        let conn = Reconnecting {
+            inner: Arc::new(ReconnectingInner {
+                source: tokio::sync::Mutex::new(source),
                 current: Mutex::new(None),
                 primary: Mutex::new(String::new()),
                 failed_at: Mutex::new(None),
@@ -237,7 +246,7 @@ impl SentinelConn {
         if let Some(c) = self.in_use() {
             return Ok(c);
         }
-        let mut sentinels = self.inner.sentinels.lock().await;
+        let mut source = self.inner.source.lock().await;
         if let Some(c) = self.in_use() {
             return Ok(c); // another caller connected meanwhile
         }
@@ -249,11 +258,14 @@ impl SentinelConn {
         if failed_at.is_some_and(|at| at.elapsed() < ASK_AGAIN_AFTER) {
             return Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
-                "no primary reachable (the Sentinels were asked a moment ago)",
+                "no server reachable (a connection failed a moment ago)",
             )));
         }
         let asked = async {
-            let client = sentinels.async_get_client().await?;
+            let client = match &mut *source {
+                Source::Server(client) => client.clone(),
+                Source::Sentinel(s) => s.async_get_client().await?,
+            };
             let mut conn = client
                 .get_multiplexed_async_connection_with_config(&self.inner.config)
                 .await?;
@@ -276,7 +288,7 @@ impl SentinelConn {
             .map_err(|_| {
                 RedisError::from(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    "asking the Sentinels for the primary timed out",
+                    "connecting to the server timed out",
                 ))
             })
             .and_then(|answer| answer);
@@ -310,9 +322,13 @@ impl SentinelConn {
             .clone()
     }
 
-    /// A client for the current primary (for scans and subscriptions).
+    /// A client for the server, or the current primary (for scans and
+    /// subscriptions).
     async fn primary(&self) -> Result<redis::Client, RedisError> {
-        self.inner.sentinels.lock().await.async_get_client().await
+        match &mut *self.inner.source.lock().await {
+            Source::Server(client) => Ok(client.clone()),
+            Source::Sentinel(s) => s.async_get_client().await,
+        }
     }
 
     /// Drops connection `number` if it is still the one in use.
@@ -357,7 +373,7 @@ fn demoted_value(value: &Value) -> bool {
     }
 }
 
-impl ConnectionLike for SentinelConn {
+impl ConnectionLike for Reconnecting {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (number, mut conn) = self.connection().await?;

@@ -54,10 +54,9 @@ pub const TOMBSTONE_TTL_S: u64 = 3600;
 pub(super) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long one command may wait for its answer.
 pub(super) const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-/// Reconnection attempts after a broken connection, and the longest pause
-/// between them.
+/// A Redis Cluster connection's attempts at a command whose connection
+/// broke (a server or Sentinel connection reconnects at its next command).
 pub(super) const RETRIES: usize = 2;
-pub(super) const RETRY_DELAY_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The shared part of the scripts below. Their keys are the session's
 /// record, applied log, release counts, releasers and tombstone
