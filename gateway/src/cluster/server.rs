@@ -341,6 +341,12 @@ impl LocalRedis {
     /// A primary with two replicas under three Sentinels; each server
     /// refuses writes with fewer than `min_replicas` replicas in reach.
     ///
+    /// ```no_run
+    /// let store = duplex_gateway::cluster::LocalRedis::start_sentinel(1)?;
+    /// assert_eq!(store.name(), "sentinel");
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`RedisSentinel::start`](super::RedisSentinel::start).
@@ -393,6 +399,15 @@ impl LocalRedis {
     }
 
     /// The Sentinel setup, if it is one.
+    ///
+    /// ```no_run
+    /// let mut store = duplex_gateway::cluster::LocalRedis::start_sentinel(0)?;
+    /// if let Some(sentinel) = store.sentinel_mut() {
+    ///     let killed = sentinel.kill_primary()?;
+    ///     sentinel.await_failover(killed)?;
+    /// }
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
     pub fn sentinel_mut(&mut self) -> Option<&mut super::RedisSentinel> {
         match self {
             LocalRedis::Sentinel(s) => Some(s),

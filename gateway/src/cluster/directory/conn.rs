@@ -74,8 +74,8 @@ fn split(urls: &str) -> Vec<String> {
 /// by its key's slot.
 #[derive(Clone)]
 pub(super) enum Conn {
-    Server(Reconnecting),
-    Sentinel(Reconnecting),
+    /// One server, or the primary the Sentinels name.
+    Single(Reconnecting),
     Cluster(ClusterConnection),
 }
 
@@ -84,9 +84,9 @@ impl Conn {
     pub(super) async fn open(target: &RedisTarget) -> Result<Self, RedisError> {
         use super::keys::RETRIES;
         Ok(match target {
-            RedisTarget::Server(url) => Conn::Server(Reconnecting::open_server(url).await?),
+            RedisTarget::Server(url) => Conn::Single(Reconnecting::open_server(url).await?),
             RedisTarget::Sentinel { sentinels, master } => {
-                Conn::Sentinel(Reconnecting::open(sentinels, master).await?)
+                Conn::Single(Reconnecting::open(sentinels, master).await?)
             }
             RedisTarget::Cluster(seeds) => Conn::Cluster(
                 redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
@@ -107,15 +107,14 @@ impl Conn {
         target: &RedisTarget,
     ) -> Result<Vec<redis::Client>, RedisError> {
         match (self, target) {
-            (Conn::Sentinel(s), _) => Ok(vec![s.primary().await?]),
-            (_, RedisTarget::Server(url)) => Ok(vec![redis::Client::open(url.as_str())?]),
-            (_, RedisTarget::Cluster(urls)) => urls
+            (Conn::Single(s), _) => Ok(vec![s.primary().await?]),
+            (Conn::Cluster(_), RedisTarget::Cluster(urls)) => urls
                 .iter()
                 .map(|u| redis::Client::open(u.as_str()))
                 .collect(),
-            (_, RedisTarget::Sentinel { .. }) => Err(RedisError::from((
+            (Conn::Cluster(_), _) => Err(RedisError::from((
                 ErrorKind::InvalidClientConfig,
-                "a Sentinel target without its Sentinel connection",
+                "a cluster connection to a target that is not a cluster",
             ))),
         }
     }
@@ -126,8 +125,8 @@ impl Conn {
     /// last reached: each promotion draws a new one.
     pub(super) fn primary(&self) -> Option<String> {
         match self {
-            Conn::Sentinel(s) => Some(s.primary_term()),
-            Conn::Server(_) | Conn::Cluster(_) => None,
+            Conn::Single(s) => s.primary_term(),
+            Conn::Cluster(_) => None,
         }
     }
 }
@@ -135,7 +134,7 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Server(c) | Conn::Sentinel(c) => c.req_packed_command(cmd),
+            Conn::Single(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -147,14 +146,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Server(c) | Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Server(c) | Conn::Sentinel(c) => c.get_db(),
+            Conn::Single(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }
@@ -191,8 +190,9 @@ struct ReconnectingInner {
     /// The connection in use, numbered so that a failure drops only the
     /// connection it happened on.
     current: Mutex<Option<(u64, MultiplexedConnection)>>,
-    /// The replication id of the primary last connected to (its term).
-    primary: Mutex<String>,
+    /// Through Sentinel: the replication id of the primary last connected
+    /// to (its term); `None` for one server.
+    primary: Mutex<Option<String>>,
     /// When asking the Sentinels last failed: the next ask waits
     /// [`ASK_AGAIN_AFTER`], so a failover's outage is not a storm of asks.
     failed_at: Mutex<Option<std::time::Instant>>,
@@ -220,7 +220,7 @@ impl Reconnecting {
             inner: Arc::new(ReconnectingInner {
                 source: tokio::sync::Mutex::new(source),
                 current: Mutex::new(None),
-                primary: Mutex::new(String::new()),
+                primary: Mutex::new(None),
                 failed_at: Mutex::new(None),
                 opened: AtomicU64::new(0),
                 config: redis::AsyncConnectionConfig::new()
@@ -228,8 +228,19 @@ impl Reconnecting {
                     .set_response_timeout(Some(RESPONSE_TIMEOUT)),
             }),
         };
-        conn.connection().await?;
-        Ok(conn)
+        // The first connection is tried a few times, as a server that
+        // was just started (or a Sentinel mid-election) may not answer yet.
+        let mut tries = 0;
+        loop {
+            match conn.connection().await {
+                Ok(_) => return Ok(conn),
+                Err(e) if tries >= super::keys::RETRIES => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    tokio::time::sleep(ASK_AGAIN_AFTER + ASK_AGAIN_AFTER / 2).await;
+                }
+            }
+        }
     }
 
     fn in_use(&self) -> Option<(u64, MultiplexedConnection)> {
@@ -262,25 +273,26 @@ impl Reconnecting {
             )));
         }
         let asked = async {
-            let client = match &mut *source {
-                Source::Server(client) => client.clone(),
-                Source::Sentinel(s) => s.async_get_client().await?,
+            let (client, sentinel) = match &mut *source {
+                Source::Server(client) => (client.clone(), false),
+                Source::Sentinel(s) => (s.async_get_client().await?, true),
             };
             let mut conn = client
                 .get_multiplexed_async_connection_with_config(&self.inner.config)
                 .await?;
             // The primary's replication id: a promotion draws a new one,
             // so it names this primary's term (an address can come back).
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut conn)
-                .await?;
-            let term = info
-                .lines()
-                .find_map(|l| l.strip_prefix("master_replid:"))
-                .map(str::trim)
-                .unwrap_or_default()
-                .to_owned();
+            let term = if sentinel {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await?;
+                info.lines()
+                    .find_map(|l| l.strip_prefix("master_replid:"))
+                    .map(|t| t.trim().to_owned())
+            } else {
+                None
+            };
             Ok::<_, RedisError>((term, conn))
         };
         let answer = tokio::time::timeout(CONNECT_TIMEOUT * 2, asked)
@@ -298,12 +310,12 @@ impl Reconnecting {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) =
             answer.is_err().then(std::time::Instant::now);
-        let (addr, conn) = answer?;
+        let (term, conn) = answer?;
         *self
             .inner
             .primary
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = addr;
+            .unwrap_or_else(PoisonError::into_inner) = term;
         let number = self.inner.opened.fetch_add(1, Ordering::Relaxed) + 1;
         *self
             .inner
@@ -313,8 +325,9 @@ impl Reconnecting {
         Ok((number, conn))
     }
 
-    /// The replication id of the primary last connected to.
-    fn primary_term(&self) -> String {
+    /// Through Sentinel, the replication id of the primary last connected
+    /// to.
+    fn primary_term(&self) -> Option<String> {
         self.inner
             .primary
             .lock()
