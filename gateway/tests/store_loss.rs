@@ -2,7 +2,8 @@
 //! `redis-server` (see `common/stores.rs` for when it is skipped): a store
 //! emptied under the nodes (`FLUSHALL`, as a restart without its data
 //! leaves it) is told from a closed session and written back; a save sent
-//! twice counts once; a takeover tells the node it took the session from.
+//! twice counts once; a takeover tells the node it took the session from;
+//! a write-back racing a save never undoes what the save stored.
 
 mod common;
 
@@ -275,4 +276,56 @@ async fn a_store_fallen_back_to_an_older_incarnation_is_written_back_not_left() 
     // a, at the older incarnation, stays fenced out.
     let late = a.save("s", 0, Save::default()).await;
     assert!(matches!(late, Err(DirectoryError::Lost { .. })), "{late:?}");
+}
+
+#[tokio::test]
+async fn a_write_back_racing_a_save_keeps_what_the_save_stored() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let a = Directory::connect(&server.url(), "a").await.unwrap();
+    assert_eq!(a.create_at("s", 0, Save::default()).await.unwrap(), Some(0));
+    // A save of a later image, with one more entry, lands first...
+    let log = strings(&["0:1:c1", "0:2:c2"]);
+    let save = Save {
+        image: b"i5",
+        version: 5,
+        applied: &log,
+        base: Some(0),
+        ..Save::default()
+    };
+    a.save("s", 0, save).await.unwrap();
+    // ...then a write-back of the same holder, taken a moment before it.
+    let older = strings(&["0:1:c1"]);
+    let back = WriteBack {
+        image: b"i4",
+        version: 4,
+        applied: &older,
+        requests: &[],
+    };
+    assert!(a.write_back("s", 0, back).await.unwrap());
+    let record = a.load("s").await.unwrap().unwrap();
+    assert_eq!(record.image, b"i5", "the later image stays");
+    assert_eq!(a.applied_log("s").await.unwrap(), log, "nothing removed");
+
+    // A store that lost the tail gets it back, after what it kept.
+    flushall(&server.url()).await;
+    let kept = strings(&["0:1:c1"]);
+    let back = WriteBack {
+        image: b"i6",
+        version: 6,
+        applied: &kept,
+        requests: &[],
+    };
+    assert!(a.write_back("s", 0, back).await.unwrap());
+    let all = strings(&["0:1:c1", "0:2:c2", "0:3:c3"]);
+    let back = WriteBack {
+        image: b"i7",
+        version: 7,
+        applied: &all,
+        requests: &[],
+    };
+    assert!(a.write_back("s", 0, back).await.unwrap());
+    assert_eq!(a.applied_log("s").await.unwrap(), all);
+    assert_eq!(a.load("s").await.unwrap().unwrap().image, b"i7");
 }

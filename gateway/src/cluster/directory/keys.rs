@@ -185,13 +185,17 @@ return lists(7)
 /// incarnation, or of an older one, is a stale copy the store fell back to
 /// (a failover to a replica that missed the close) and is deleted), the
 /// whole applied log (ARGV[5] entries),
+/// which the stored log is a prefix of (only its missing tail is
+/// appended; a save that landed first already added its entries), and an
+/// image older than the stored one of the same holder is not written (a
+/// save of a later image landed first),
 /// then ARGV[n] requests as (id, release count, released by this holder:
 /// 1 or 0) triples, then the tombstone's TTL. Refused (0) if the record is
 /// another's at this or a later incarnation, or was closed; else 1.
 pub(super) static WRITE_BACK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local at = redis.call('HMGET', KEYS[1], 'node', 'inc')
+local at = redis.call('HMGET', KEYS[1], 'node', 'inc', 'ver')
 if at[1] then
   local inc = tonumber(at[2])
   if inc > tonumber(ARGV[2]) or (inc == tonumber(ARGV[2]) and at[1] ~= ARGV[1]) then return 0 end
@@ -201,12 +205,13 @@ end
 if ARGV[3] == '' then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[#ARGV])
-else
+elseif not at[1] or at[1] ~= ARGV[1] or at[2] ~= ARGV[2]
+    or tonumber(at[3] or '0') < tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
 end
-redis.call('DEL', KEYS[2])
 local n = tonumber(ARGV[5])
-for i = 6, 5 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local have = redis.call('LLEN', KEYS[2])
+for i = 6 + have, 5 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 local j = 6 + n
 local tag = ARGV[1] .. ':' .. ARGV[2]
 for i = j + 1, j + 3 * tonumber(ARGV[j]), 3 do
