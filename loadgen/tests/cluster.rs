@@ -401,6 +401,75 @@ async fn an_empty_store_gets_back_what_the_nodes_hold() {
     assert!(counted.iter().map(|c| c.written_back).sum::<u64>() >= 2);
 }
 
+/// Runs `args` on the redis-server at `url`.
+async fn redis_cmd(url: &str, args: &[&str]) {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query_async(&mut c).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_whose_log_was_not_read_is_written_back_and_closed() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    let config = || Config {
+        grace: Duration::from_secs(3),
+        ..node_config()
+    };
+    let a = node_with(&target, "a", config()).await;
+    let b = node_with(&target, "b", config()).await;
+    let mut on_a = connect(&a.url).await;
+    let token = open(&mut on_a, "call-7").await;
+    assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
+    // The store answers the takeover's compare-and-set, then not the read
+    // of the log that follows (a key of the wrong type stands in for the
+    // connection lost in between).
+    redis_cmd(&server.url(), &["DEL", "dx:{call-7}:applied"]).await;
+    redis_cmd(&server.url(), &["SET", "dx:{call-7}:applied", "x"]).await;
+    let mut on_b = connect(&b.url).await;
+    send(
+        &mut on_b,
+        json!({"type": "session.open", "session_id": "call-7", "resume_token": token}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut on_b).await), "unavailable");
+    let d = Directory::connect_to(&target, "test").await.unwrap();
+    let record = d.load("call-7").await.unwrap().expect("taken over");
+    assert!(record.node.starts_with("b-"), "{}", record.node);
+    // B holds it, detached, without what the store held of it. The store
+    // now loses its generation (as a failover to a replica reads), keeping
+    // the record: B writes back what it holds, and the session, whose
+    // client does not come back, expires on B and is closed, not left.
+    redis_cmd(&server.url(), &["DEL", "dx:{call-7}:applied"]).await;
+    redis_cmd(&server.url(), &["DEL", "dx:gen"]).await;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(12);
+    while !d.was_closed("call-7").await.unwrap() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "left open: {:?}",
+            d.load("call-7")
+                .await
+                .unwrap()
+                .map(|r| (r.node, r.incarnation))
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(d.load("call-7").await.unwrap().is_none());
+    let mut counted = Vec::new();
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        counted.push(n.served.await.unwrap());
+    }
+    assert_eq!(counted[1].store_losses, 1);
+    assert_eq!(counted[1].expired, 1);
+}
+
 #[tokio::test]
 async fn a_node_without_a_shared_resume_key_is_refused_at_start() {
     let config = Config {

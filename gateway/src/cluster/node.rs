@@ -1,7 +1,9 @@
 //! A gateway node's part of the cluster: its directory connection, its
 //! name, and the order of the images it writes.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use super::shadow::Shadows;
@@ -63,7 +65,7 @@ pub(crate) struct Node {
     /// What the store holds, or must hold, of each session held here.
     pub(crate) shadows: Shadows,
     /// The store's generation as this node last saw it.
-    generation: std::sync::Mutex<String>,
+    generation: Mutex<String>,
     /// The store lost its data and this node has not written back all it
     /// holds yet.
     pub(crate) sweep_due: std::sync::atomic::AtomicBool,
@@ -74,21 +76,46 @@ pub(crate) struct Node {
     /// The loss this node saw is not noted in the store yet (the write
     /// was refused: a new primary without its replicas yet).
     pub(crate) loss_unnoted: std::sync::atomic::AtomicBool,
-    /// Closes this node has not stored yet: while one is pending the node
-    /// does not count as recovered after a loss (the store may still hold
-    /// an older, open record of that session, which a takeover elsewhere
-    /// would revive).
-    closing: std::sync::atomic::AtomicUsize,
+    /// Closes this node has not stored yet, by session and incarnation:
+    /// while one is pending the node does not count as recovered after a
+    /// loss (the store may still hold an older, open record of that
+    /// session, which a takeover elsewhere would revive), and a resume
+    /// here does not revive the session from that record.
+    closing: Mutex<HashSet<(String, u64)>>,
+    /// Sessions this node is taking over or adopting: imported, their
+    /// record not yet moved to this node. A write-back leaves them alone
+    /// (the takeover's compare-and-set decides them).
+    claiming: Mutex<HashSet<String>>,
 }
 
-/// A close in flight on a node ([`Node::closing`]): counted while it lives.
+/// A close in flight on a node ([`Node::closing`]): pending while it lives.
 #[derive(Debug)]
-pub(crate) struct Closing<'a>(&'a std::sync::atomic::AtomicUsize);
+pub(crate) struct Closing<'a> {
+    node: &'a Node,
+    key: (String, u64),
+}
 
 impl Drop for Closing<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        lock(&self.node.closing).remove(&self.key);
     }
+}
+
+/// A takeover or adoption in progress on a node ([`Node::claiming`]).
+#[derive(Debug)]
+pub(crate) struct Claiming<'a> {
+    node: &'a Node,
+    session: String,
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        lock(&self.node.claiming).remove(&self.session);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Node {
@@ -106,46 +133,71 @@ impl Node {
             liveness_ttl: config.liveness_ttl,
             version: AtomicU64::new(1),
             shadows: Shadows::new(config.closed_retention),
-            generation: std::sync::Mutex::new(generation),
+            generation: Mutex::new(generation),
             sweep_due: std::sync::atomic::AtomicBool::new(false),
             recovering: std::sync::atomic::AtomicBool::new(false),
             loss_unnoted: std::sync::atomic::AtomicBool::new(false),
-            closing: std::sync::atomic::AtomicUsize::new(0),
+            closing: Mutex::new(HashSet::new()),
+            claiming: Mutex::new(HashSet::new()),
         })
     }
 
     /// Asks the store for its generation: `true` if it changed since this
-    /// node last asked (the store lost its data meanwhile).
+    /// node last asked (the store lost its data meanwhile). The node is
+    /// then recovering, with its write-back due, before any other caller
+    /// can see the new generation: a takeover that asks a moment later
+    /// finds the node recovering, never a store it has not repaired.
     pub(crate) async fn store_lost(&self) -> Result<bool, DirectoryError> {
         let now = self.directory.generation(&fresh_generation()).await?;
-        let mut known = self
-            .generation
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut known = lock(&self.generation);
         if *known == now {
             return Ok(false);
         }
         *known = now;
+        self.recovering.store(true, Ordering::SeqCst);
+        self.loss_unnoted.store(true, Ordering::SeqCst);
+        self.sweep_due.store(true, Ordering::SeqCst);
         Ok(true)
     }
 
     /// The store's generation as this node last saw it.
     pub(crate) fn generation(&self) -> String {
-        self.generation
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.generation).clone()
     }
 
-    /// Counts a close in flight until the returned guard drops.
-    pub(crate) fn closing(&self) -> Closing<'_> {
-        self.closing.fetch_add(1, Ordering::SeqCst);
-        Closing(&self.closing)
+    /// Notes the close of `session` at `incarnation` in flight until the
+    /// returned guard drops.
+    pub(crate) fn closing(&self, session: &str, incarnation: u64) -> Closing<'_> {
+        let key = (session.to_owned(), incarnation);
+        lock(&self.closing).insert(key.clone());
+        Closing { node: self, key }
     }
 
     /// Whether a close of this node has not been stored yet.
     pub(crate) fn closes_pending(&self) -> bool {
-        self.closing.load(Ordering::SeqCst) > 0
+        !lock(&self.closing).is_empty()
+    }
+
+    /// Whether this node is storing the close of `session` at
+    /// `incarnation` (it expired or was closed here; the store does not
+    /// know yet).
+    pub(crate) fn is_closing(&self, session: &str, incarnation: u64) -> bool {
+        lock(&self.closing).contains(&(session.to_owned(), incarnation))
+    }
+
+    /// Notes a takeover or adoption of `session` in progress until the
+    /// returned guard drops.
+    pub(crate) fn claiming(&self, session: &str) -> Claiming<'_> {
+        lock(&self.claiming).insert(session.to_owned());
+        Claiming {
+            node: self,
+            session: session.to_owned(),
+        }
+    }
+
+    /// Whether a takeover or adoption of `session` is in progress here.
+    pub(crate) fn is_claiming(&self, session: &str) -> bool {
+        lock(&self.claiming).contains(session)
     }
 
     /// The next image's version.

@@ -296,7 +296,7 @@ impl Shared {
         let Some(node) = &self.node else {
             return Stored::Yes;
         };
-        let _closing = node.closing();
+        let _closing = node.closing(session, incarnation);
         let id = Id::new(session).ok();
         let batch = match &id {
             Some(id) => {
@@ -449,6 +449,19 @@ impl Shared {
                 }
                 return Err(TakeOver::Local);
             }
+            // Expired or closed here, its close not stored yet: the record
+            // is the closed session's, not one to revive.
+            if local.is_none()
+                && record.node == node.directory.node()
+                && node.is_closing(session.as_str(), record.incarnation)
+            {
+                tracing::debug!(%session, "resume of a session closing here: refused");
+                return Err(TakeOver::Refused);
+            }
+            // Another resume of it is taking it over here: that one decides.
+            if node.is_claiming(session.as_str()) {
+                return Err(TakeOver::Unavailable);
+            }
             if local.is_some() {
                 self.drop_local(session);
             }
@@ -545,6 +558,10 @@ impl Shared {
         read: &Record,
         released: Vec<String>,
     ) -> Result<(), Stored> {
+        // From here until the record is moved (or not), a write-back
+        // leaves the imported copy alone. Nothing awaits between the
+        // import and this point.
+        let _claiming = node.claiming(session.as_str());
         let Some((image, _, version)) = self.image(node, session) else {
             return Err(Stored::Lost);
         };
@@ -582,7 +599,11 @@ impl Shared {
     }
 
     /// Starts the session's shadow from what the store holds of it.
-    async fn load_shadow(&self, node: &Node, session: &Id) -> Result<(), DirectoryError> {
+    pub(super) async fn load_shadow(
+        &self,
+        node: &Node,
+        session: &Id,
+    ) -> Result<(), DirectoryError> {
         let applied = node.directory.applied_log(session.as_str()).await?;
         let counts = node.directory.releases(session.as_str()).await?;
         node.shadows.start(session, applied, counts);

@@ -19,11 +19,29 @@ impl Shared {
     /// acknowledged of it; `Lost` (dropped here) if another node took it
     /// over or closed it meanwhile.
     pub(crate) async fn write_back(&self, node: &Node, session: &Id) -> Stored {
-        let (Some((image, inc, version)), Some(all)) =
-            (self.image(node, session), node.shadows.everything(session))
-        else {
+        // Being taken over or adopted here: imported, its record not moved
+        // yet. Written back now, it would move the record around the
+        // takeover's compare-and-set; the next sweep finds it settled.
+        if node.is_claiming(session.as_str()) {
+            return Stored::Unavailable;
+        }
+        let Some((image, inc, version)) = self.image(node, session) else {
             self.drop_local(session);
             return Stored::Lost;
+        };
+        // Held without a shadow: taken over here, but what the store held
+        // of it was not read (the store did not answer). It is read now;
+        // dropping the copy instead would leave its record, at this node's
+        // incarnation, to no node, and its requests unreleased.
+        if !node.shadows.has(session) {
+            if let Err(e) = self.load_shadow(node, session).await {
+                bump(&self.stats.store_failed);
+                tracing::warn!(%session, "not written back yet (its log not read): {e}");
+                return Stored::Unavailable;
+            }
+        }
+        let Some(all) = node.shadows.everything(session) else {
+            return Stored::Unavailable;
         };
         let back = WriteBack {
             image: &image,
@@ -77,9 +95,6 @@ impl Shared {
                     "the session store lost its data (its generation changed): writing back every session held here"
                 );
                 bump(&self.stats.store_losses);
-                node.recovering.store(true, Ordering::SeqCst);
-                node.loss_unnoted.store(true, Ordering::SeqCst);
-                node.sweep_due.store(true, Ordering::SeqCst);
             }
             Err(e) if warn => tracing::warn!("cannot read the store's generation: {e}"),
             Err(e) => tracing::debug!("cannot read the store's generation: {e}"),
