@@ -470,6 +470,48 @@ async fn a_takeover_whose_log_was_not_read_is_written_back_and_closed() {
     assert_eq!(counted[1].expired, 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_close_of_a_session_the_store_lost_before_its_first_save_leaves_a_tombstone() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    let config = Config {
+        grace: Duration::from_secs(1),
+        ..node_config()
+    };
+    let a = node_with(&target, "a", config).await;
+    // The open's script runs but its answer is an error (a key of the
+    // wrong type stands in for the answer lost with a dying primary): the
+    // node keeps the session, detached, without a shadow.
+    redis_cmd(&server.url(), &["SET", "dx:{call-8}:applied", "x"]).await;
+    let mut ws = connect(&a.url).await;
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "call-8"}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut ws).await), "unavailable");
+    // The store then loses the record; the session expires on A.
+    redis_cmd(
+        &server.url(),
+        &["DEL", "dx:{call-8}:applied", "dx:{call-8}:rec"],
+    )
+    .await;
+    let d = Directory::connect_to(&target, "test").await.unwrap();
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !d.was_closed("call-8").await.unwrap() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "closed without a tombstone"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(d.load("call-8").await.unwrap().is_none());
+    let _ = a.stop.send(());
+    let _ = a.served.await;
+}
+
 #[tokio::test]
 async fn a_node_without_a_shared_resume_key_is_refused_at_start() {
     let config = Config {

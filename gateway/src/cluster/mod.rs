@@ -13,7 +13,7 @@ mod node;
 mod sentinel;
 mod server;
 mod shadow;
-pub(crate) use shadow::Batch;
+pub(crate) use shadow::{Batch, Everything};
 
 pub use directory::{
     Directory, DirectoryError, Durability, Record, RedisTarget, ReleaseTally, Save, WriteBack,

@@ -342,7 +342,10 @@ impl Shared {
                 Err(e @ (DirectoryError::Missing { .. } | DirectoryError::Behind { .. })) => {
                     tracing::warn!(%session, "the store lost this session's state before its close: {e}");
                     let Some(id) = &id else { return Stored::Lost };
-                    match self.write_back_closed(node, id, incarnation).await {
+                    match self
+                        .write_back_closed(node, id, incarnation, &batch.released)
+                        .await
+                    {
                         Stored::Unavailable => {
                             tokio::time::sleep(wait).await;
                             wait = (wait * 2).min(CLOSE_RETRY_MAX);

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use duplex_core::Id;
 use futures_util::StreamExt;
 
-use crate::cluster::{Node, WriteBack};
+use crate::cluster::{Everything, Node, WriteBack};
 use crate::server::durable::{Stored, TakeOver};
 use crate::server::state::Shared;
 use crate::stats::bump;
@@ -136,7 +136,8 @@ impl Shared {
             complete &= self.write_back(node, &id).await != Stored::Unavailable;
         }
         for (id, incarnation, _) in node.shadows.recently_closed() {
-            complete &= self.write_back_closed(node, &id, incarnation).await != Stored::Unavailable;
+            complete &=
+                self.write_back_closed(node, &id, incarnation, &[]).await != Stored::Unavailable;
         }
         // A close not stored yet leaves the store's older record of that
         // session open: this node is not done until the close lands.
@@ -153,12 +154,16 @@ impl Shared {
 
     /// Writes back a session this node is closing (or closed within the
     /// retention) at `incarnation`: its log, release counts and tombstone,
-    /// no record.
+    /// no record. A session held without a shadow (never stored: its open
+    /// was not answered) is written back with what its close released,
+    /// and its tombstone: a write-back of its live copy racing this close
+    /// then finds it closed instead of leaving a record no node holds.
     pub(crate) async fn write_back_closed(
         &self,
         node: &Node,
         session: &Id,
         incarnation: u64,
+        released: &[String],
     ) -> Stored {
         let all = node.shadows.everything(session).or_else(|| {
             node.shadows
@@ -168,9 +173,10 @@ impl Shared {
                 .find(|(id, inc, _)| id == session && *inc == incarnation)
                 .map(|(_, _, all)| all)
         });
-        let Some(all) = all else {
-            return Stored::Lost;
-        };
+        let all = all.unwrap_or_else(|| Everything {
+            applied: Vec::new(),
+            requests: released.iter().map(|r| (r.clone(), 1, true)).collect(),
+        });
         let back = WriteBack {
             applied: &all.applied,
             requests: &all.requests,
