@@ -81,36 +81,51 @@ pub(crate) struct Node {
     /// loss (the store may still hold an older, open record of that
     /// session, which a takeover elsewhere would revive), and a resume
     /// here does not revive the session from that record.
-    closing: Mutex<HashSet<(String, u64)>>,
+    closing: InFlight<(String, u64)>,
     /// Sessions this node is taking over or adopting: imported, their
     /// record not yet moved to this node. A write-back leaves them alone
     /// (the takeover's compare-and-set decides them).
-    claiming: Mutex<HashSet<String>>,
+    claiming: InFlight<String>,
 }
 
-/// A close in flight on a node ([`Node::closing`]): pending while it lives.
+/// Keys of work in flight (a close, a takeover), each noted while the
+/// guard [`InFlight::enter`] returns lives.
 #[derive(Debug)]
-pub(crate) struct Closing<'a> {
-    node: &'a Node,
-    key: (String, u64),
-}
+struct InFlight<K>(Mutex<HashSet<K>>);
 
-impl Drop for Closing<'_> {
-    fn drop(&mut self) {
-        lock(&self.node.closing).remove(&self.key);
+impl<K: std::hash::Hash + Eq + Clone> InFlight<K> {
+    fn new() -> Self {
+        InFlight(Mutex::new(HashSet::new()))
+    }
+
+    fn enter(&self, key: K) -> Entered<'_, K> {
+        lock(&self.0).insert(key.clone());
+        Entered { set: self, key }
+    }
+
+    fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        lock(&self.0).contains(key)
+    }
+
+    fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
     }
 }
 
-/// A takeover or adoption in progress on a node ([`Node::claiming`]).
+/// A key of an [`InFlight`] set, removed when this drops.
 #[derive(Debug)]
-pub(crate) struct Claiming<'a> {
-    node: &'a Node,
-    session: String,
+pub(crate) struct Entered<'a, K: std::hash::Hash + Eq + Clone> {
+    set: &'a InFlight<K>,
+    key: K,
 }
 
-impl Drop for Claiming<'_> {
+impl<K: std::hash::Hash + Eq + Clone> Drop for Entered<'_, K> {
     fn drop(&mut self) {
-        lock(&self.node.claiming).remove(&self.session);
+        lock(&self.set.0).remove(&self.key);
     }
 }
 
@@ -137,8 +152,8 @@ impl Node {
             sweep_due: std::sync::atomic::AtomicBool::new(false),
             recovering: std::sync::atomic::AtomicBool::new(false),
             loss_unnoted: std::sync::atomic::AtomicBool::new(false),
-            closing: Mutex::new(HashSet::new()),
-            claiming: Mutex::new(HashSet::new()),
+            closing: InFlight::new(),
+            claiming: InFlight::new(),
         })
     }
 
@@ -167,37 +182,31 @@ impl Node {
 
     /// Notes the close of `session` at `incarnation` in flight until the
     /// returned guard drops.
-    pub(crate) fn closing(&self, session: &str, incarnation: u64) -> Closing<'_> {
-        let key = (session.to_owned(), incarnation);
-        lock(&self.closing).insert(key.clone());
-        Closing { node: self, key }
+    pub(crate) fn closing(&self, session: &str, incarnation: u64) -> Entered<'_, (String, u64)> {
+        self.closing.enter((session.to_owned(), incarnation))
     }
 
     /// Whether a close of this node has not been stored yet.
     pub(crate) fn closes_pending(&self) -> bool {
-        !lock(&self.closing).is_empty()
+        !self.closing.is_empty()
     }
 
     /// Whether this node is storing the close of `session` at
     /// `incarnation` (it expired or was closed here; the store does not
     /// know yet).
     pub(crate) fn is_closing(&self, session: &str, incarnation: u64) -> bool {
-        lock(&self.closing).contains(&(session.to_owned(), incarnation))
+        self.closing.contains(&(session.to_owned(), incarnation))
     }
 
     /// Notes a takeover or adoption of `session` in progress until the
     /// returned guard drops.
-    pub(crate) fn claiming(&self, session: &str) -> Claiming<'_> {
-        lock(&self.claiming).insert(session.to_owned());
-        Claiming {
-            node: self,
-            session: session.to_owned(),
-        }
+    pub(crate) fn claiming(&self, session: &str) -> Entered<'_, String> {
+        self.claiming.enter(session.to_owned())
     }
 
     /// Whether a takeover or adoption of `session` is in progress here.
     pub(crate) fn is_claiming(&self, session: &str) -> bool {
-        lock(&self.claiming).contains(session)
+        self.claiming.contains(session)
     }
 
     /// The next image's version.
