@@ -137,6 +137,11 @@ counters! {
     /// Engine requests of another node's engine released by a takeover or
     /// an adoption.
     requests_taken_over,
+    /// Cluster: copies dropped unwritten after the store lost them: held
+    /// without their log (an open, takeover or adoption went unanswered),
+    /// they are not this node's to write back (the node that holds the
+    /// log does, or the session's client is told it was lost).
+    unvouched,
 }
 
 /// A doc comment as one line: its lines joined by single spaces.

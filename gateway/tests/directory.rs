@@ -68,7 +68,7 @@ async fn ownership_is_a_compare_and_set_on_the_incarnation(t: &RedisTarget) {
         b.take_over("s1", &read, image(b"image-b", 1))
             .await
             .unwrap()
-            .0,
+            .incarnation,
         1
     );
     let late = ["0:9:late".to_owned()];
@@ -129,7 +129,7 @@ async fn one_of_many_concurrent_takeovers_wins(t: &RedisTarget) {
         tasks.push(tokio::spawn(async move {
             d.take_over("contested", &read, image(b"mine", 1))
                 .await
-                .map(|(inc, _)| inc)
+                .map(|taken| taken.incarnation)
         }));
     }
     let mut won = 0;
@@ -201,7 +201,7 @@ async fn saves_log_applied_input_in_order_and_count_each_release(t: &RedisTarget
     .await
     .unwrap();
     let read = b.load("s").await.unwrap().unwrap();
-    let (inc, counts) = b
+    let taken = b
         .take_over(
             "s",
             &read,
@@ -212,7 +212,10 @@ async fn saves_log_applied_input_in_order_and_count_each_release(t: &RedisTarget
         )
         .await
         .unwrap();
-    assert_eq!((inc, counts.as_slice()), (1, &[1, 2][..]));
+    assert_eq!(
+        (taken.incarnation, taken.counts.as_slice()),
+        (1, &[1, 2][..])
+    );
     b.save(
         "s",
         1,

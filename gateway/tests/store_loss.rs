@@ -224,7 +224,11 @@ async fn a_store_fallen_back_to_an_older_incarnation_is_written_back_not_left() 
     let b = Directory::connect(&server.url(), "b").await.unwrap();
     assert!(a.create("s", 0, Save::default()).await.unwrap());
     let read = b.load("s").await.unwrap().unwrap();
-    let (inc, _) = b.take_over("s", &read, Save::default()).await.unwrap();
+    let inc = b
+        .take_over("s", &read, Save::default())
+        .await
+        .unwrap()
+        .incarnation;
     let log = strings(&["1:1:c1"]);
     let save = Save {
         image: b"b1",

@@ -427,9 +427,9 @@ async fn a_takeover_whose_log_was_not_read_is_written_back_and_closed() {
     let mut on_a = connect(&a.url).await;
     let token = open(&mut on_a, "call-7").await;
     assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
-    // The store answers the takeover's compare-and-set, then not the read
-    // of the log that follows (a key of the wrong type stands in for the
-    // connection lost in between).
+    // The takeover's script moves the record, then fails to read the log
+    // (a key of the wrong type): its error stands in for the answer lost
+    // with a dying primary.
     redis_cmd(&server.url(), &["DEL", "dx:{call-7}:applied"]).await;
     redis_cmd(&server.url(), &["SET", "dx:{call-7}:applied", "x"]).await;
     let mut on_b = connect(&b.url).await;
@@ -470,14 +470,109 @@ async fn a_takeover_whose_log_was_not_read_is_written_back_and_closed() {
     assert_eq!(counted[1].expired, 1);
 }
 
+/// How many sessions the node at `url` holds, and its counters.
+async fn stats_on(url: &str) -> (u64, Box<duplex_gateway::stats::Counters>) {
+    let mut ws = connect(url).await;
+    send(
+        &mut ws,
+        json!({"type": "admin.stats", "admin_token": ADMIN}),
+    )
+    .await;
+    match reply(&mut ws).await {
+        ServerEvent::Stats {
+            sessions, counters, ..
+        } => (sessions, counters),
+        other => panic!("expected admin.stats, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_close_of_a_session_the_store_lost_before_its_first_save_leaves_a_tombstone() {
+async fn a_copy_held_without_its_log_does_not_fence_out_the_holder_that_has_it() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let target = RedisTarget::Server(server.url());
+    // The grace travels with the session's image: B's copy expires after
+    // it; A's stays attached to its client.
+    let config = || Config {
+        grace: Duration::from_secs(1),
+        ..node_config()
+    };
+    let a = node_with(&target, "a", config()).await;
+    let b = node_with(&target, "b", config()).await;
+    let mut on_a = connect(&a.url).await;
+    let token = open(&mut on_a, "call-10").await;
+    assert_eq!(appended(&mut on_a, "e1", 0).await, (1, false));
+    assert_eq!(appended(&mut on_a, "e2", 0).await, (2, false));
+    // B's name, from a session it holds.
+    let mut kept = connect(&b.url).await;
+    open(&mut kept, "call-11").await;
+    let d = Directory::connect_to(&target, "test").await.unwrap();
+    let owned = format!(
+        "dx:owned:{}",
+        d.load("call-11").await.unwrap().unwrap().node
+    );
+    // A resume on B whose takeover goes unanswered before its script runs
+    // (B's adoption hint, written first, is a key of the wrong type: it
+    // stands in for the store not answering). B keeps its copy, detached,
+    // without the session's log.
+    redis_cmd(&server.url(), &["DEL", &owned]).await;
+    redis_cmd(&server.url(), &["SET", &owned, "x"]).await;
+    let mut on_b = connect(&b.url).await;
+    send(
+        &mut on_b,
+        json!({"type": "session.open", "session_id": "call-10", "resume_token": token}),
+    )
+    .await;
+    assert_eq!(kind(&reply(&mut on_b).await), "unavailable");
+    drop(on_b);
+    redis_cmd(&server.url(), &["DEL", &owned]).await;
+    // The store then loses the session, and B's copy expires. B cannot
+    // vouch for the log, so it writes nothing back: no tombstone, no
+    // record at its later incarnation.
+    redis_cmd(
+        &server.url(),
+        &["DEL", "dx:{call-10}:rec", "dx:{call-10}:applied"],
+    )
+    .await;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    while stats_on(&b.url).await.0 > 1 {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "B's copy never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!d.was_closed("call-10").await.unwrap());
+    // A holds the session with its log: its next save writes it back, and
+    // the session goes on with everything it acknowledged.
+    assert_eq!(appended(&mut on_a, "e3", 0).await, (3, false));
+    assert_eq!(
+        d.applied_log("call-10").await.unwrap(),
+        ["0:1:e1", "0:2:e2", "0:3:e3"]
+    );
+    assert!(d
+        .load("call-10")
+        .await
+        .unwrap()
+        .unwrap()
+        .node
+        .starts_with("a-"));
+    assert_eq!(stats_on(&b.url).await.1.unvouched, 1);
+    for n in [a, b] {
+        let _ = n.stop.send(());
+        let _ = n.served.await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_open_went_unanswered_is_not_written_back_once_the_store_lost_it() {
     let Some(server) = stores::server() else {
         return;
     };
     let target = RedisTarget::Server(server.url());
     let config = Config {
-        grace: Duration::from_secs(1),
+        grace: Duration::from_secs(30),
         ..node_config()
     };
     let a = node_with(&target, "a", config).await;
@@ -492,22 +587,24 @@ async fn the_close_of_a_session_the_store_lost_before_its_first_save_leaves_a_to
     )
     .await;
     assert_eq!(kind(&reply(&mut ws).await), "unavailable");
-    // The store then loses the record; the session expires on A.
+    // The store then loses its data (the generation with it). A's sweep
+    // finds the copy without its log and the store without it: the copy
+    // is dropped unwritten, not written back as a record no client was
+    // ever told of.
     redis_cmd(
         &server.url(),
-        &["DEL", "dx:{call-8}:applied", "dx:{call-8}:rec"],
+        &["DEL", "dx:{call-8}:applied", "dx:{call-8}:rec", "dx:gen"],
     )
     .await;
     let d = Directory::connect_to(&target, "test").await.unwrap();
     let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !d.was_closed("call-8").await.unwrap() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "closed without a tombstone"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    while stats_on(&a.url).await.0 > 0 && d.load("call-8").await.unwrap().is_none() {
+        assert!(tokio::time::Instant::now() < give_up, "never dropped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(d.load("call-8").await.unwrap().is_none());
+    assert!(!d.was_closed("call-8").await.unwrap());
+    assert_eq!(stats_on(&a.url).await.1.unvouched, 1);
     let _ = a.stop.send(());
     let _ = a.served.await;
 }

@@ -13,10 +13,11 @@ mod node;
 mod sentinel;
 mod server;
 mod shadow;
-pub(crate) use shadow::{Batch, Everything};
+pub(crate) use shadow::Batch;
 
 pub use directory::{
-    Directory, DirectoryError, Durability, Record, RedisTarget, ReleaseTally, Save, WriteBack,
+    Directory, DirectoryError, Durability, Record, RedisTarget, ReleaseTally, Save, Taken,
+    WriteBack,
 };
 pub use node::ClusterConfig;
 pub(crate) use node::Node;

@@ -342,10 +342,7 @@ impl Shared {
                 Err(e @ (DirectoryError::Missing { .. } | DirectoryError::Behind { .. })) => {
                     tracing::warn!(%session, "the store lost this session's state before its close: {e}");
                     let Some(id) = &id else { return Stored::Lost };
-                    match self
-                        .write_back_closed(node, id, incarnation, &batch.released)
-                        .await
-                    {
+                    match self.write_back_closed(node, id, incarnation).await {
                         Stored::Unavailable => {
                             tokio::time::sleep(wait).await;
                             wait = (wait * 2).min(CLOSE_RETRY_MAX);
@@ -399,13 +396,15 @@ impl Shared {
                 Ok(Some(record)) => record,
                 // A copy here of a session the store does not have: the
                 // store lost it (a closed one leaves a tombstone, and the
-                // write-back refuses it). Written back, it resumes here.
+                // write-back refuses it). Written back, it resumes here;
+                // dropped instead (another node holds it, or this node
+                // cannot vouch for its log), the store is read again.
                 Ok(None) if self.manager.with_session(session, |_| ()).is_some() => {
-                    return match self.write_back(node, session).await {
-                        Stored::Yes => Err(TakeOver::Local),
-                        Stored::Lost => Err(TakeOver::Refused),
-                        Stored::Unavailable => Err(TakeOver::Unavailable),
-                    };
+                    match self.write_back(node, session).await {
+                        Stored::Yes => return Err(TakeOver::Local),
+                        Stored::Lost => continue,
+                        Stored::Unavailable => return Err(TakeOver::Unavailable),
+                    }
                 }
                 // Unknown to the store. If it just lost its data, the
                 // session may be on its way back (the node holding it
@@ -432,14 +431,16 @@ impl Shared {
             // Held here at a later incarnation than the store's: the store
             // lost this node's takeover (a failover to a replica that
             // missed it). The copy here is the session: written back, it
-            // resumes here.
+            // resumes here (held without its log, it is dropped instead,
+            // and the store read again).
             if local.is_some_and(|inc| inc > record.incarnation) {
                 tracing::warn!(%session, stored = record.incarnation, "the store holds an older incarnation than this node: writing the session back");
-                return match self.write_back(node, session).await {
-                    Stored::Yes => Err(TakeOver::Local),
-                    Stored::Lost => Err(TakeOver::Refused),
-                    Stored::Unavailable => Err(TakeOver::Unavailable),
-                };
+                match self.write_back(node, session).await {
+                    Stored::Yes => return Err(TakeOver::Local),
+                    // Dropped instead: read again.
+                    Stored::Lost => continue,
+                    Stored::Unavailable => return Err(TakeOver::Unavailable),
+                }
             }
             if record.node == node.directory.node() && local == Some(record.incarnation) {
                 // Held here since a takeover whose answer was lost: what
@@ -581,16 +582,12 @@ impl Shared {
             .take_over(session.as_str(), read, changes.save(&image, version))
             .await
         {
-            Ok((_, counts)) => {
-                self.count_releases(&changes.released, &counts);
+            Ok(taken) => {
+                self.count_releases(&changes.released, &taken.counts);
                 // What the store holds of it, for its saves and a
                 // write-back.
-                match self.load_shadow(node, session).await {
-                    Ok(()) => Ok(()),
-                    // Taken over, but not read: kept, detached (the store
-                    // has it as this node's).
-                    Err(e) => Err(self.failed(node, session, &e).await),
-                }
+                node.shadows.start(session, taken.applied, taken.releases);
+                Ok(())
             }
             Err(DirectoryError::Raced { .. }) => {
                 self.drop_local(session);

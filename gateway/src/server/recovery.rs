@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use duplex_core::Id;
 use futures_util::StreamExt;
 
-use crate::cluster::{Everything, Node, WriteBack};
+use crate::cluster::{Node, WriteBack};
 use crate::server::durable::{Stored, TakeOver};
 use crate::server::state::Shared;
 use crate::stats::bump;
@@ -29,15 +29,36 @@ impl Shared {
             self.drop_local(session);
             return Stored::Lost;
         };
-        // Held without a shadow: taken over here, but what the store held
-        // of it was not read (the store did not answer). It is read now;
-        // dropping the copy instead would leave its record, at this node's
-        // incarnation, to no node, and its requests unreleased.
+        // Held without a shadow: an open, a takeover or an adoption whose
+        // script went unanswered. Only the store can say whether it ran:
+        // if it holds the session as this node's at this incarnation, the
+        // copy is the session and its log is read from there; if not (the
+        // script never ran, or the store lost it since), this node cannot
+        // vouch for the session's log. Written back anyway, at an
+        // incarnation past the previous holder's, it would fence that
+        // holder out and replace its log with an empty one: the copy is
+        // dropped, and the holder writes the session back (or, if none
+        // holds it, its client is told it was lost).
         if !node.shadows.has(session) {
-            if let Err(e) = self.load_shadow(node, session).await {
-                bump(&self.stats.store_failed);
-                tracing::warn!(%session, "not written back yet (its log not read): {e}");
-                return Stored::Unavailable;
+            match node.directory.load(session.as_str()).await {
+                Ok(Some(r)) if r.node == node.directory.node() && r.incarnation == inc => {
+                    if let Err(e) = self.load_shadow(node, session).await {
+                        bump(&self.stats.store_failed);
+                        tracing::warn!(%session, "not written back yet (its log not read): {e}");
+                        return Stored::Unavailable;
+                    }
+                }
+                Ok(_) => {
+                    tracing::debug!(%session, incarnation = inc, "not written back: held without its log, and the store does not have it as this node's");
+                    bump(&self.stats.unvouched);
+                    self.drop_local(session);
+                    return Stored::Lost;
+                }
+                Err(e) => {
+                    bump(&self.stats.store_failed);
+                    tracing::warn!(%session, "not written back yet (its record not read): {e}");
+                    return Stored::Unavailable;
+                }
             }
         }
         let Some(all) = node.shadows.everything(session) else {
@@ -136,8 +157,7 @@ impl Shared {
             complete &= self.write_back(node, &id).await != Stored::Unavailable;
         }
         for (id, incarnation, _) in node.shadows.recently_closed() {
-            complete &=
-                self.write_back_closed(node, &id, incarnation, &[]).await != Stored::Unavailable;
+            complete &= self.write_back_closed(node, &id, incarnation).await != Stored::Unavailable;
         }
         // A close not stored yet leaves the store's older record of that
         // session open: this node is not done until the close lands.
@@ -154,16 +174,15 @@ impl Shared {
 
     /// Writes back a session this node is closing (or closed within the
     /// retention) at `incarnation`: its log, release counts and tombstone,
-    /// no record. A session held without a shadow (never stored: its open
-    /// was not answered) is written back with what its close released,
-    /// and its tombstone: a write-back of its live copy racing this close
-    /// then finds it closed instead of leaving a record no node holds.
+    /// no record. A session held without a shadow (its open, takeover or
+    /// adoption went unanswered) is not: this node cannot vouch for its
+    /// log, and a tombstone would fence out a previous holder that can
+    /// (see [`write_back`](Self::write_back)). It is forgotten (`Lost`).
     pub(crate) async fn write_back_closed(
         &self,
         node: &Node,
         session: &Id,
         incarnation: u64,
-        released: &[String],
     ) -> Stored {
         let all = node.shadows.everything(session).or_else(|| {
             node.shadows
@@ -173,10 +192,11 @@ impl Shared {
                 .find(|(id, inc, _)| id == session && *inc == incarnation)
                 .map(|(_, _, all)| all)
         });
-        let all = all.unwrap_or_else(|| Everything {
-            applied: Vec::new(),
-            requests: released.iter().map(|r| (r.clone(), 1, true)).collect(),
-        });
+        let Some(all) = all else {
+            tracing::debug!(%session, incarnation, "closed without its log, which the store does not have: nothing to write back");
+            bump(&self.stats.unvouched);
+            return Stored::Lost;
+        };
         let back = WriteBack {
             applied: &all.applied,
             requests: &all.requests,

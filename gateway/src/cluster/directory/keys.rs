@@ -161,19 +161,24 @@ return lists(5)
 });
 
 /// Takes the record over as incarnation ARGV[2] if it is at incarnation
-/// ARGV[3] with image version ARGV[4]: `{1, counts}` (the requests the
-/// previous engine held, released), else `{0, found}` (`found` -1 if there
-/// is no record). The previous owner, if another node, is told on its
-/// channel (`dx:moved:<node>`: `<record key> <new incarnation>`).
+/// ARGV[3] with image version ARGV[4]: `{{1, counts}, log, release
+/// counts}` (the counts of the requests the previous engine held,
+/// released; then the whole applied log and every request's release
+/// count, as `HGETALL` lists them, read in the same script so that the
+/// new owner holds them once it hears of the takeover), else `{{0,
+/// found}, {}, {}}` (`found` -1 if there is no record). The previous
+/// owner, if another node, is told on its channel (`dx:moved:<node>`:
+/// `<record key> <new incarnation>`).
 pub(super) static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
 local at = redis.call('HMGET', KEYS[1], 'inc', 'ver', 'node')
-if not at[1] then return {0, -1} end
-if at[1] ~= ARGV[3] or at[2] ~= ARGV[4] then return {0, tonumber(at[1])} end
+if not at[1] then return {{0, -1}, {}, {}} end
+if at[1] ~= ARGV[3] or at[2] ~= ARGV[4] then return {{0, tonumber(at[1])}, {}, {}} end
 redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[5], 'ver', ARGV[6])
 if at[3] ~= ARGV[1] then redis.call('PUBLISH', 'dx:moved:' .. at[3], KEYS[1] .. ' ' .. ARGV[2]) end
-return lists(7)
+local counts = lists(7)
+return {counts, redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[3])}
 ",
     )
 });

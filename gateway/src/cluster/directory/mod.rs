@@ -177,6 +177,27 @@ pub struct Record {
     pub image: Vec<u8>,
 }
 
+/// A takeover done ([`Directory::take_over`]): the new incarnation, and
+/// what the store held of the session at that instant.
+///
+/// ```
+/// use duplex_gateway::cluster::Taken;
+/// let t = Taken { incarnation: 3, counts: vec![1], applied: vec!["0:1:e1".into()], releases: vec![("r1".into(), 1)] };
+/// assert_eq!(t.counts.len(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Taken {
+    /// The session's incarnation now (the one read, plus one).
+    pub incarnation: u64,
+    /// Per request the takeover released, how many times it has been
+    /// released in all (1: exactly once).
+    pub counts: Vec<u64>,
+    /// The session's whole applied log, oldest first.
+    pub applied: Vec<String>,
+    /// Every engine request of the session with its release count.
+    pub releases: Vec<(String, u64)>,
+}
+
 /// One save: the new image, with the input it applied, the engine
 /// requests it bound and those it released since the last save.
 #[derive(Debug, Clone, Copy, Default)]
@@ -551,8 +572,10 @@ impl Directory {
     /// Takes a session over from whoever owns it, as `read` found it (its
     /// incarnation and image version), as incarnation `read.incarnation +
     /// 1`, with the image this node will serve and the requests of the
-    /// previous owner's engine it released. Returns the new incarnation
-    /// and the release counts.
+    /// previous owner's engine it released. Returns the new incarnation,
+    /// the release counts, and what the store holds of the session (read
+    /// in the same script: a store that dies a moment later has not taken
+    /// the session's log with it).
     ///
     /// # Errors
     ///
@@ -563,13 +586,34 @@ impl Directory {
         session: &str,
         read: &Record,
         save: Save<'_>,
-    ) -> Result<(u64, Vec<u64>), DirectoryError> {
+    ) -> Result<Taken, DirectoryError> {
         let expected = read.incarnation;
         let next = expected.saturating_add(1);
         let head = [next, expected, read.version];
-        let out = self.invoke(&TAKE_OVER, session, &head, save, &[]).await?;
+        let mut call = TAKE_OVER.prepare_invoke();
+        session_keys(&mut call, session).arg(&self.node);
+        for n in head {
+            call.arg(n);
+        }
+        save.args(&mut call);
+        let (out, applied, flat): (Vec<i64>, Vec<String>, Vec<String>) = self.write(&call).await?;
         if let Some(counts) = counts(&out) {
-            return Ok((next, counts));
+            let mut releases = Vec::with_capacity(flat.len() / 2);
+            for pair in flat.chunks(2) {
+                match pair {
+                    [request, n] => match n.parse() {
+                        Ok(n) => releases.push((request.clone(), n)),
+                        Err(_) => return Err(malformed(session)),
+                    },
+                    _ => return Err(malformed(session)),
+                }
+            }
+            return Ok(Taken {
+                incarnation: next,
+                counts,
+                applied,
+                releases,
+            });
         }
         match out.as_slice() {
             [0, found] => Err(DirectoryError::Raced {
@@ -577,10 +621,7 @@ impl Directory {
                 expected,
                 found: u64::try_from(*found).unwrap_or(u64::MAX),
             }),
-            _ => Err(DirectoryError::Malformed {
-                session: session.to_owned(),
-                what: "an answer to a takeover that is neither {1, ..} nor {0, found}",
-            }),
+            _ => Err(malformed(session)),
         }
     }
 
@@ -678,5 +719,13 @@ impl Directory {
         let stop = start.saturating_add(isize::try_from(max).unwrap_or(isize::MAX) - 1);
         let mut c = self.conn.clone();
         Ok(c.lrange(applied_key(session), start, stop).await?)
+    }
+}
+
+fn malformed(session: &str) -> DirectoryError {
+    DirectoryError::Malformed {
+        session: session.to_owned(),
+        what:
+            "an answer to a takeover that is neither {1, ..}, log, counts} nor {0, found}, {}, {}",
     }
 }
