@@ -384,8 +384,11 @@ impl Shared {
         // record until every live node has written back what it holds.
         // The generation is asked now, not at the next heartbeat, so that
         // a loss seen first here counts at once.
-        self.check_store_quietly().await;
-        if self.repairing(node).await {
+        // A generation not read (the connection broke: the next command
+        // may reach a new primary whose loss this node has not seen, and
+        // whose stale loss notes would let the takeover through) waits
+        // too.
+        if !self.check_store_quietly().await || self.repairing(node).await {
             tracing::debug!(%session, "resume waits for the write-backs after the store's loss");
             return Err(TakeOver::Unavailable);
         }

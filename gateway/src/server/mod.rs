@@ -246,9 +246,9 @@ impl Gateway {
                     }
                     // A store that lost its data gets back what this node
                     // holds before anything is adopted from it.
-                    shared.check_store().await;
+                    let read = shared.check_store().await;
                     round += 1;
-                    if round.is_multiple_of(2) {
+                    if read && round.is_multiple_of(2) {
                         shared.adopt_dead().await;
                     }
                 }

@@ -96,30 +96,39 @@ impl Shared {
 
     /// Asks the store for its generation (at every heartbeat); if it
     /// changed, the store lost its data: every session held here is
-    /// written back.
-    pub(crate) async fn check_store(&self) {
-        self.check_store_as(true).await;
+    /// written back. `false` if the generation could not be read: what
+    /// the store holds then may be a new primary's that this node has not
+    /// seen yet, and no takeover or adoption may act on it.
+    pub(crate) async fn check_store(&self) -> bool {
+        self.check_store_as(true).await
     }
 
     /// As [`check_store`](Self::check_store), without a warning when the
     /// store does not answer (a resume's check: the heartbeat's says it).
-    pub(crate) async fn check_store_quietly(&self) {
-        self.check_store_as(false).await;
+    pub(crate) async fn check_store_quietly(&self) -> bool {
+        self.check_store_as(false).await
     }
 
-    async fn check_store_as(&self, warn: bool) {
-        let Some(node) = &self.node else { return };
-        match node.store_lost().await {
-            Ok(false) => {}
+    async fn check_store_as(&self, warn: bool) -> bool {
+        let Some(node) = &self.node else { return true };
+        let read = match node.store_lost().await {
+            Ok(false) => true,
             Ok(true) => {
                 tracing::warn!(
                     "the session store lost its data (its generation changed): writing back every session held here"
                 );
                 bump(&self.stats.store_losses);
+                true
             }
-            Err(e) if warn => tracing::warn!("cannot read the store's generation: {e}"),
-            Err(e) => tracing::debug!("cannot read the store's generation: {e}"),
-        }
+            Err(e) => {
+                if warn {
+                    tracing::warn!("cannot read the store's generation: {e}");
+                } else {
+                    tracing::debug!("cannot read the store's generation: {e}");
+                }
+                false
+            }
+        };
         // Noted for the others until the store takes it (a new primary
         // refuses writes until a replica joins it).
         if node.loss_unnoted.load(Ordering::SeqCst) {
@@ -137,6 +146,7 @@ impl Shared {
                 node.sweep_due.store(true, Ordering::SeqCst);
             }
         }
+        read
     }
 
     /// Whether a takeover or an adoption must wait: this node, or another
