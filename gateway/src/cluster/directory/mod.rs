@@ -51,8 +51,10 @@
 //! a.save("call-1", 0, Save { image: b"v2", version: 2, applied: &applied, ..Save::default() }).await?;
 //! // The client resumes on B: B takes the session over from what it read.
 //! let read = b.load("call-1").await?.expect("a record");
-//! let (incarnation, _) = b.take_over("call-1", &read, Save { image: b"v2", version: 1, ..Save::default() }).await?;
-//! assert_eq!(incarnation, 1);
+//! let taken = b.take_over("call-1", &read, Save { image: b"v2", version: 1, ..Save::default() }).await?;
+//! assert_eq!(taken.incarnation, 1);
+//! // B holds what the store held of it, read in the same script.
+//! assert_eq!(taken.applied, applied);
 //! // A's next write is refused: it drops its copy.
 //! let late = a.save("call-1", 0, Save { image: b"v3", version: 3, ..Save::default() }).await;
 //! assert!(matches!(late, Err(DirectoryError::Lost { .. })));
