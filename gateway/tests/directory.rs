@@ -216,6 +216,15 @@ async fn saves_log_applied_input_in_order_and_count_each_release(t: &RedisTarget
         (taken.incarnation, taken.counts.as_slice()),
         (1, &[1, 2][..])
     );
+    // The takeover's answer carries what the store holds of the session
+    // after it: the log, and every request's count.
+    assert_eq!(taken.applied, ["0:1:e1", "0:2:e2", "0:3:e3"]);
+    let mut releases = taken.releases.clone();
+    releases.sort();
+    let mut stored = b.releases("s").await.unwrap();
+    stored.sort();
+    assert_eq!(releases, stored);
+    assert!(releases.contains(&(r3[0].clone(), 1)));
     b.save(
         "s",
         1,

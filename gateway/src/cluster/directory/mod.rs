@@ -438,7 +438,7 @@ impl Directory {
         incarnation: u64,
         save: Save<'_>,
     ) -> Result<Option<u64>, DirectoryError> {
-        let out = self
+        let out: Vec<i64> = self
             .invoke(&CREATE, session, &[incarnation], save, &[])
             .await?;
         Ok(counts(&out).map(|n| n.first().copied().unwrap_or(0)))
@@ -525,14 +525,14 @@ impl Directory {
     /// Runs one of the session scripts: the session's five keys, this
     /// node, the script's own leading numbers, `save`'s image, version,
     /// base and counted lists, then `tail`.
-    async fn invoke(
+    async fn invoke<T: FromRedisValue>(
         &self,
         script: &Script,
         session: &str,
         head: &[u64],
         save: Save<'_>,
         tail: &[u64],
-    ) -> Result<Vec<i64>, DirectoryError> {
+    ) -> Result<T, DirectoryError> {
         let mut call = script.prepare_invoke();
         session_keys(&mut call, session).arg(&self.node);
         for n in head {
@@ -553,7 +553,7 @@ impl Directory {
         save: Save<'_>,
         tail: &[u64],
     ) -> Result<Vec<u64>, DirectoryError> {
-        let out = self
+        let out: Vec<i64> = self
             .invoke(script, session, &[incarnation], save, tail)
             .await?;
         let session = session.to_owned();
@@ -592,24 +592,9 @@ impl Directory {
         let expected = read.incarnation;
         let next = expected.saturating_add(1);
         let head = [next, expected, read.version];
-        let mut call = TAKE_OVER.prepare_invoke();
-        session_keys(&mut call, session).arg(&self.node);
-        for n in head {
-            call.arg(n);
-        }
-        save.args(&mut call);
-        let (out, applied, flat): (Vec<i64>, Vec<String>, Vec<String>) = self.write(&call).await?;
+        let (out, applied, releases): (Vec<i64>, Vec<String>, Vec<(String, u64)>) =
+            self.invoke(&TAKE_OVER, session, &head, save, &[]).await?;
         if let Some(counts) = counts(&out) {
-            let mut releases = Vec::with_capacity(flat.len() / 2);
-            for pair in flat.chunks(2) {
-                match pair {
-                    [request, n] => match n.parse() {
-                        Ok(n) => releases.push((request.clone(), n)),
-                        Err(_) => return Err(malformed(session)),
-                    },
-                    _ => return Err(malformed(session)),
-                }
-            }
             return Ok(Taken {
                 incarnation: next,
                 counts,
@@ -623,7 +608,10 @@ impl Directory {
                 expected,
                 found: u64::try_from(*found).unwrap_or(u64::MAX),
             }),
-            _ => Err(malformed(session)),
+            _ => Err(DirectoryError::Malformed {
+                session: session.to_owned(),
+                what: "an answer to a takeover that is neither {{1, ..}, log, counts} nor {{0, found}, {}, {}}",
+            }),
         }
     }
 
@@ -721,13 +709,5 @@ impl Directory {
         let stop = start.saturating_add(isize::try_from(max).unwrap_or(isize::MAX) - 1);
         let mut c = self.conn.clone();
         Ok(c.lrange(applied_key(session), start, stop).await?)
-    }
-}
-
-fn malformed(session: &str) -> DirectoryError {
-    DirectoryError::Malformed {
-        session: session.to_owned(),
-        what:
-            "an answer to a takeover that is neither {1, ..}, log, counts} nor {0, found}, {}, {}",
     }
 }
