@@ -166,3 +166,94 @@ async fn one_wait_confirms_many_writes() {
         "{waits} WAITs for 200 concurrent writes: not grouped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_follows_a_cluster_failover_sees_a_new_term_and_keeps_every_acknowledged_change() {
+    let Some(mut redis) = stores::cluster(1, 1) else {
+        return;
+    };
+    let target = RedisTarget::Cluster(redis.urls());
+    let node = Directory::connect_with(&target, "a", REPLICATED)
+        .await
+        .unwrap();
+    let generation = node.generation("g1").await.unwrap();
+    assert!(
+        generation.starts_with("g1@"),
+        "a cluster's generation names its masters' terms: {generation}"
+    );
+    assert_eq!(
+        node.generation("g2").await.unwrap(),
+        generation,
+        "nothing failed: the same generation"
+    );
+    // Sessions spread over the three masters' slots by their ids.
+    let sessions: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    let mut acknowledged: Vec<Vec<String>> = vec![Vec::new(); sessions.len()];
+    let bound = vec!["r1".to_owned()];
+    for id in &sessions {
+        let first = Save {
+            bound: &bound,
+            ..Save::default()
+        };
+        // Right after the cluster forms, a replica may confirm a first
+        // write late: the create is sent again until confirmed (a create
+        // that was applied but not confirmed answers `false` then).
+        until_ok(|| node.create(id, 0, first)).await;
+    }
+    let save_next = |i: usize, n: u64| {
+        let node = &node;
+        let id = sessions[i].clone();
+        async move {
+            let entry = vec![format!("0:{n}:c{n}")];
+            let save = Save {
+                image: b"img",
+                version: n,
+                applied: &entry,
+                base: Some(n - 1),
+                ..Save::default()
+            };
+            let (_, failures) = until_ok(|| node.save(&id, 0, save)).await;
+            (entry[0].clone(), failures)
+        }
+    };
+    for n in 1..=10u64 {
+        for (i, log) in acknowledged.iter_mut().enumerate() {
+            log.push(save_next(i, n).await.0);
+        }
+    }
+
+    let killed = redis.kill_master(0).unwrap();
+    // The same Directory, not reconnected by the test: the writes to the
+    // killed master's slots fail until its replica is promoted and (each
+    // server refusing writes without a replica) the killed one is back as
+    // the new master's replica, which the failover's wait brings about
+    // meanwhile.
+    let failover = tokio::task::spawn_blocking(move || {
+        let took = redis.await_failover(killed);
+        (redis, took)
+    });
+    let mut failed = 0;
+    for (i, log) in acknowledged.iter_mut().enumerate() {
+        let (entry, failures) = save_next(i, 11).await;
+        failed += failures.len();
+        log.push(entry);
+    }
+    let (_redis, took) = failover.await.unwrap();
+    took.unwrap();
+    assert!(failed > 0, "a master was killed, yet no write failed");
+
+    // The promotion drew a new term: a new generation, though the
+    // generation key itself survived on the replica.
+    let (after, _) = until_ok(|| node.generation("g3")).await;
+    assert_ne!(after, generation, "a promotion is a new generation");
+    assert!(after.starts_with("g1@"), "{after}");
+    // Every change acknowledged before and after the failover is there,
+    // once, in order, and the whole-directory scans reach the new master.
+    for (id, log) in sessions.iter().zip(&acknowledged) {
+        assert_eq!(&node.applied_log(id).await.unwrap(), log, "{id}");
+    }
+    let (records, _) = until_ok(|| node.records()).await;
+    assert_eq!(records, sessions.len());
+    let (tally, _) = until_ok(|| node.release_tally()).await;
+    assert_eq!(tally.bound, sessions.len() as u64);
+}

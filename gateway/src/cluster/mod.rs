@@ -5,11 +5,13 @@
 //!   is a fencing token.
 //! - [`RedisServer`], [`RedisSentinel`], [`RedisCluster`]: a throwaway
 //!   `redis-server` from `PATH`, a primary with two replicas under three
-//!   Sentinels, or three masters as a Redis Cluster (in memory, nothing
-//!   on disk), for tests and the local cluster command.
+//!   Sentinels, or three masters (with replicas if asked) as a Redis
+//!   Cluster (in memory, nothing on disk), for tests and the local
+//!   cluster command.
 
 pub mod directory;
 mod node;
+mod redis_cluster;
 mod sentinel;
 mod server;
 mod shadow;
@@ -21,5 +23,6 @@ pub use directory::{
 };
 pub use node::ClusterConfig;
 pub(crate) use node::Node;
+pub use redis_cluster::RedisCluster;
 pub use sentinel::{RedisSentinel, SENTINEL_MASTER};
-pub use server::{LocalRedis, RedisCluster, RedisServer, RedisServerError};
+pub use server::{LocalRedis, RedisServer, RedisServerError};

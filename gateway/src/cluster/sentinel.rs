@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::server::{free_port, listening, start_node};
+use super::server::{cli, free_port, info_field, listening, start_node, wait_for};
 use super::{RedisServer, RedisServerError, RedisTarget};
 
 /// The name the Sentinels monitor the primary under.
@@ -37,42 +37,6 @@ pub struct RedisSentinel {
     sentinels: Vec<(Child, u16)>,
     dir: PathBuf,
     min_replicas: u32,
-}
-
-/// Runs `redis-cli -p port args…` and returns what it printed.
-fn cli(port: u16, args: &[&str]) -> Result<String, RedisServerError> {
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .stderr(Stdio::null())
-        .output()
-        .map_err(RedisServerError::NotFound)?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `field:value` of an `INFO` answer.
-fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .map(str::trim)
-}
-
-/// Waits up to `limit` for `ready`, polling every 50 ms.
-fn wait_for(
-    limit: Duration,
-    what: &str,
-    mut ready: impl FnMut() -> Result<bool, RedisServerError>,
-) -> Result<(), RedisServerError> {
-    let deadline = Instant::now() + limit;
-    while !ready()? {
-        if Instant::now() > deadline {
-            return Err(RedisServerError::Start(format!(
-                "{what} not within {limit:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
 }
 
 impl RedisSentinel {
@@ -292,16 +256,5 @@ impl Drop for RedisSentinel {
         }
         self.servers.clear(); // each kills its server
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn an_info_field_is_read_by_its_name() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n";
-        assert_eq!(super::info_field(info, "connected_slaves"), Some("2"));
-        assert_eq!(super::info_field(info, "role"), Some("master"));
-        assert_eq!(super::info_field(info, "connected"), None);
     }
 }

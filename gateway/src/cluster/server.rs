@@ -1,7 +1,9 @@
-//! A throwaway `redis-server`, or a three-master Redis Cluster of them:
-//! started from `PATH` on free local ports, in memory only (no RDB, no
-//! AOF), stopped when dropped.
+//! A throwaway `redis-server`, started from `PATH` on a free local port,
+//! in memory only (no RDB, no AOF), stopped when dropped; the helpers the
+//! Sentinel and Redis Cluster setups share; and [`LocalRedis`], a store
+//! of any of the three kinds.
 
+use super::RedisCluster;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -60,7 +62,7 @@ pub(super) fn free_port() -> Result<u16, RedisServerError> {
 }
 
 /// A free port whose cluster bus port (port + 10,000) is free too.
-fn free_cluster_port() -> Result<u16, RedisServerError> {
+pub(super) fn free_cluster_port() -> Result<u16, RedisServerError> {
     for _ in 0..64 {
         let port = free_port()?;
         let bus = port.checked_add(10_000);
@@ -120,6 +122,42 @@ pub(super) fn listening(child: &mut Child, port: u16) -> Result<(), RedisServerE
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Runs `redis-cli -p port args…` and returns what it printed.
+pub(super) fn cli(port: u16, args: &[&str]) -> Result<String, RedisServerError> {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .map_err(RedisServerError::NotFound)?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `field:value` of an `INFO` answer.
+pub(super) fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// Waits up to `limit` for `ready`, polling every 50 ms.
+pub(super) fn wait_for(
+    limit: Duration,
+    what: &str,
+    mut ready: impl FnMut() -> Result<bool, RedisServerError>,
+) -> Result<(), RedisServerError> {
+    let deadline = Instant::now() + limit;
+    while !ready()? {
+        if Instant::now() > deadline {
+            return Err(RedisServerError::Start(format!(
+                "{what} not within {limit:?}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 impl RedisServer {
@@ -203,111 +241,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// A Redis Cluster of three masters (no replicas), each a throwaway
-/// `redis-server`, made into a cluster with `redis-cli --cluster create`;
-/// all stopped when dropped.
-///
-/// ```no_run
-/// let cluster = duplex_gateway::cluster::RedisCluster::start()?;
-/// assert_eq!(cluster.urls().len(), 3);
-/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
-/// ```
-#[derive(Debug)]
-pub struct RedisCluster {
-    masters: Vec<RedisServer>,
-    dir: std::path::PathBuf,
-}
-
-impl RedisCluster {
-    /// Starts three masters on free ports, assigns them the 16,384 slots,
-    /// and waits until every one reports `cluster_state:ok`.
-    ///
-    /// # Errors
-    ///
-    /// [`RedisServerError`]: `redis-server` or `redis-cli` missing, or the
-    /// cluster not formed within 20 s.
-    pub fn start() -> Result<Self, RedisServerError> {
-        let dir = std::env::temp_dir().join(format!(
-            "duplex-redis-cluster-{}-{}",
-            std::process::id(),
-            free_port()?
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| RedisServerError::Start(e.to_string()))?;
-        let mut cluster = RedisCluster {
-            masters: Vec::new(),
-            dir,
-        };
-        for _ in 0..3 {
-            let dir = cluster.dir.to_string_lossy().into_owned();
-            let master = start_node(true, |port| {
-                let conf = cluster.dir.join(format!("nodes-{port}.conf"));
-                vec![
-                    "--cluster-enabled".to_owned(),
-                    "yes".to_owned(),
-                    "--cluster-config-file".to_owned(),
-                    conf.to_string_lossy().into_owned(),
-                    "--dir".to_owned(),
-                    dir.clone(),
-                ]
-            })?;
-            cluster.masters.push(master);
-        }
-        let addrs: Vec<String> = cluster
-            .masters
-            .iter()
-            .map(|m| format!("127.0.0.1:{}", m.port))
-            .collect();
-        let created = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map_err(RedisServerError::NotFound)?;
-        if !created.success() {
-            return Err(RedisServerError::Start(format!(
-                "redis-cli --cluster create exited with {created}"
-            )));
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for master in &cluster.masters {
-            loop {
-                let info = Command::new("redis-cli")
-                    .args(["-p", &master.port.to_string(), "cluster", "info"])
-                    .output()
-                    .map_err(RedisServerError::NotFound)?;
-                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(RedisServerError::Start(
-                        "the cluster did not reach cluster_state:ok within 20 s".into(),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        Ok(cluster)
-    }
-
-    /// The masters' URLs (every one: the seeds a client needs, and all a
-    /// whole-directory scan must visit).
-    pub fn urls(&self) -> Vec<String> {
-        self.masters.iter().map(RedisServer::url).collect()
-    }
-}
-
-impl Drop for RedisCluster {
-    fn drop(&mut self) {
-        self.masters.clear(); // each kills its server
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A throwaway store of either kind: one server, or a three-master
-/// cluster. What the local cluster command and the tests start.
+/// A throwaway store of any kind: one server, a primary under Sentinels,
+/// or a three-master cluster. What the local cluster command and the tests start.
 ///
 /// ```no_run
 /// let store = duplex_gateway::cluster::LocalRedis::start(true)?;
@@ -320,7 +255,7 @@ pub enum LocalRedis {
     Server(RedisServer),
     /// A primary with two replicas, watched by three Sentinels.
     Sentinel(super::RedisSentinel),
-    /// A three-master Redis Cluster.
+    /// A three-master Redis Cluster (with replicas if asked).
     Cluster(RedisCluster),
 }
 
@@ -352,6 +287,26 @@ impl LocalRedis {
     /// As [`RedisSentinel::start`](super::RedisSentinel::start).
     pub fn start_sentinel(min_replicas: u32) -> Result<Self, RedisServerError> {
         Ok(LocalRedis::Sentinel(super::RedisSentinel::start(
+            min_replicas,
+        )?))
+    }
+
+    /// A Redis Cluster of three masters with `replicas` replicas each;
+    /// each server refuses writes with fewer than `min_replicas` replicas
+    /// in reach.
+    ///
+    /// ```no_run
+    /// let store = duplex_gateway::cluster::LocalRedis::start_cluster(1, 0)?;
+    /// assert_eq!(store.name(), "cluster3x2");
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisCluster::start_with`].
+    pub fn start_cluster(replicas: u32, min_replicas: u32) -> Result<Self, RedisServerError> {
+        Ok(LocalRedis::Cluster(RedisCluster::start_with(
+            replicas,
             min_replicas,
         )?))
     }
@@ -415,12 +370,25 @@ impl LocalRedis {
         }
     }
 
-    /// What it is, in a word or two (`server`, `sentinel`, `cluster3`).
+    /// What it is, in a word or two (`server`, `sentinel`, `cluster3`, or
+    /// `cluster3x2` with replicas).
     pub fn name(&self) -> &'static str {
         match self {
             LocalRedis::Server(_) => "server",
             LocalRedis::Sentinel(_) => "sentinel",
+            LocalRedis::Cluster(c) if c.replicas() > 0 => "cluster3x2",
             LocalRedis::Cluster(_) => "cluster3",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_info_field_is_read_by_its_name() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n";
+        assert_eq!(super::info_field(info, "connected_slaves"), Some("2"));
+        assert_eq!(super::info_field(info, "role"), Some("master"));
+        assert_eq!(super::info_field(info, "connected"), None);
     }
 }

@@ -80,3 +80,14 @@ pub fn sentinel(min_replicas: u32) -> Option<duplex_gateway::cluster::RedisSenti
         duplex_gateway::cluster::RedisSentinel::start(min_replicas).expect("Sentinel setup starts"),
     )
 }
+
+/// A Redis Cluster of three masters with `replicas` replicas each, each
+/// server refusing writes with fewer than `min_replicas` replicas in reach
+/// (`None`: skipped where no `redis-server` is installed).
+pub fn cluster(replicas: u32, min_replicas: u32) -> Option<duplex_gateway::cluster::RedisCluster> {
+    server()?;
+    Some(
+        duplex_gateway::cluster::RedisCluster::start_with(replicas, min_replicas)
+            .expect("Redis Cluster starts"),
+    )
+}

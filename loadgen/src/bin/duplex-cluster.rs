@@ -11,7 +11,9 @@
 //! stalls it for 3 s (`CLIENT PAUSE`). With `--redis-sentinel` the store
 //! is a primary with two replicas under three Sentinels, and
 //! `--kill-redis-every-s` SIGKILLs the primary: a replica is promoted and
-//! the old primary comes back, empty, as a replica. `--durability
+//! the old primary comes back, empty, as a replica; with `--redis-cluster
+//! --replicas 1` it SIGKILLs a master, whose replica the cluster promotes
+//! (without replicas the master comes back empty). `--durability
 //! replicated` has the nodes acknowledge a change only once a replica
 //! holds it (`WAIT`).
 //! Then it waits for every session left behind to be closed or to expire,
@@ -56,10 +58,12 @@ struct Args {
     #[arg(long, default_value_t = 15)]
     drain_every_s: u64,
     /// Kill the redis-server with SIGKILL this often and start it again,
-    /// empty, on the same port a second later (0: never; one
-    /// redis-server only). The store's death: what a node held live
-    /// survives, what only the store held is gone.
-    #[arg(long, default_value_t = 0, conflicts_with = "redis_cluster")]
+    /// empty, on the same port a second later (0: never). The store's
+    /// death: what a node held live survives, what only the store held
+    /// is gone. With --redis-sentinel it kills the primary; with
+    /// --redis-cluster a master (with --replicas its replica is
+    /// promoted; without, it comes back empty).
+    #[arg(long, default_value_t = 0)]
     kill_redis_every_s: u64,
     /// Keep the directory in a primary with two replicas watched by three
     /// Sentinels; --kill-redis-every-s then kills the primary (a replica
@@ -94,6 +98,11 @@ struct Args {
     /// `redis-cli --cluster create`) instead of one redis-server.
     #[arg(long)]
     redis_cluster: bool,
+    /// With --redis-cluster: replicas of each master (a killed master's
+    /// replica is promoted by the cluster; the killed one comes back as
+    /// its replica).
+    #[arg(long, default_value_t = 0, requires = "redis_cluster")]
+    replicas: u32,
     /// The dialect the load clients speak: native or realtime.
     #[arg(long, default_value = "native")]
     dialect: loadgen::Dialect,
@@ -326,11 +335,19 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
     }
     // Kept running for the whole run (killed and restarted with
     // --kill-redis-every-s).
+    let min_replicas = u32::from(args.durability == "replicated");
+    if min_replicas > 0 && !args.redis_sentinel && args.replicas == 0 {
+        return Err(
+            "--durability replicated needs replicas: --redis-sentinel, or --redis-cluster --replicas 1"
+                .into(),
+        );
+    }
     let mut store = if args.redis_sentinel {
-        let min_replicas = u32::from(args.durability == "replicated");
         LocalRedis::start_sentinel(min_replicas)
+    } else if args.redis_cluster {
+        LocalRedis::start_cluster(args.replicas, min_replicas)
     } else {
-        LocalRedis::start(args.redis_cluster)
+        LocalRedis::start(false)
     }
     .map_err(|e| e.to_string())?;
     let target = store.target();
@@ -374,7 +391,8 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
 
     // The faults, while the clients stream.
     let (mut kills, mut drains, mut redis_kills, mut pauses) = (0usize, 0usize, 0usize, 0usize);
-    // With Sentinel: how long each promotion took after its kill.
+    // With Sentinel or a cluster: how long each promotion (or a
+    // replica-less master's restart) took after its kill.
     let mut promotions: Vec<u128> = Vec::new();
     let start = tokio::time::Instant::now();
     let end = start + Duration::from_secs(args.duration_s);
@@ -421,8 +439,9 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
             continue;
         }
         if Some(at) == next_redis {
-            // With Sentinel the primary dies and a replica takes over;
-            // alone, the one server dies and comes back empty.
+            // With Sentinel the primary dies and a replica takes over; on
+            // a cluster a master dies (and its replica takes over, if it
+            // has one); alone, the one server dies and comes back empty.
             let killed_primary = match &mut store {
                 LocalRedis::Sentinel(sentinel) => {
                     Some(sentinel.kill_primary().map_err(|e| e.to_string())?)
@@ -431,10 +450,9 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
                     server.kill();
                     None
                 }
-                LocalRedis::Cluster(_) => {
-                    return Err(
-                        "--kill-redis-every-s needs one redis-server or --redis-sentinel".into(),
-                    )
+                LocalRedis::Cluster(cluster) => {
+                    let pick = rng.next_u32() as usize;
+                    Some(cluster.kill_master(pick).map_err(|e| e.to_string())?)
                 }
             };
             let killed_at = std::time::Instant::now();
@@ -451,6 +469,11 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
                 (Some(index), LocalRedis::Sentinel(sentinel)) => {
                     tokio::task::block_in_place(|| sentinel.await_failover(index))
                         .map_err(|e| format!("the Sentinels did not fail over: {e}"))?;
+                    promotions.push(killed_at.elapsed().as_millis());
+                }
+                (Some(index), LocalRedis::Cluster(cluster)) => {
+                    tokio::task::block_in_place(|| cluster.await_failover(index))
+                        .map_err(|e| format!("the cluster did not fail over: {e}"))?;
                     promotions.push(killed_at.elapsed().as_millis());
                 }
                 (_, LocalRedis::Server(server)) => {

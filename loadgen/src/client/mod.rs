@@ -27,7 +27,7 @@ use duplex_gateway::protocol::{encode_audio, ServerEvent, MAX_MESSAGE, READ_BUFF
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a client with several gateways keeps trying to reach one.
-const FAILOVER_WAIT: Duration = Duration::from_secs(15);
+pub(super) const FAILOVER_WAIT: Duration = Duration::from_secs(15);
 
 /// The most chunks retransmitted after a reconnect: within the server's
 /// completed-append cache (8), so every applied one is recognised.

@@ -3,13 +3,32 @@
 
 use std::collections::HashMap;
 
-use super::{Ack, Client, Unreconciled};
+use tokio::time::Instant;
+
+use super::{Ack, Client, Unreconciled, FAILOVER_WAIT};
 use duplex_gateway::protocol::ServerEvent;
 
 impl Client {
     /// Closes the session and reconciles the ledger with the server's log
-    /// of every session this client used.
+    /// of every session this client used. The store may still be failing
+    /// over as the run ends: a finish cut off (the node went away, or
+    /// answered `unavailable`) is taken up again where it stopped, as a
+    /// client would, for as long as a failover may take.
     pub(super) async fn finish(&mut self) -> Result<(), Unreconciled> {
+        let give_up = Instant::now() + FAILOVER_WAIT;
+        loop {
+            match self.finish_once().await {
+                Err(Unreconciled::Gone) if Instant::now() < give_up => {
+                    self.ws = None;
+                    self.broken = self.held.is_some();
+                    tokio::time::sleep(self.config.chunk_interval).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn finish_once(&mut self) -> Result<(), Unreconciled> {
         if self.ws.is_none() {
             self.connect().await?;
             if self.held.is_some() {

@@ -9,6 +9,7 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
 use super::keys::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::topology::{parse_nodes, terms, url_at, ClusterNode};
 
 /// Where the directory lives: one Redis server, a primary found through
 /// Redis Sentinel, or a Redis Cluster given by seed nodes.
@@ -108,10 +109,30 @@ impl Conn {
     ) -> Result<Vec<redis::Client>, RedisError> {
         match (self, target) {
             (Conn::Single(s), _) => Ok(vec![s.primary().await?]),
-            (Conn::Cluster(_), RedisTarget::Cluster(urls)) => urls
-                .iter()
-                .map(|u| redis::Client::open(u.as_str()))
-                .collect(),
+            (Conn::Cluster(c), RedisTarget::Cluster(seeds)) => {
+                // The masters now (a failover moved some, a seed may be a
+                // replica or gone), as a node of the cluster names them.
+                let mut c = c.clone();
+                let text: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut c)
+                    .await?;
+                let seed = seeds.first().map_or("redis://", String::as_str);
+                let masters: Vec<_> = parse_nodes(&text)
+                    .into_iter()
+                    .filter(ClusterNode::holds_slots)
+                    .collect();
+                if masters.is_empty() {
+                    return Err(RedisError::from((
+                        ErrorKind::Server(ServerErrorKind::ClusterDown),
+                        "no master holds slots",
+                    )));
+                }
+                masters
+                    .iter()
+                    .map(|m| redis::Client::open(url_at(seed, &m.host, m.port)))
+                    .collect()
+            }
             (Conn::Cluster(_), _) => Err(RedisError::from((
                 ErrorKind::InvalidClientConfig,
                 "a cluster connection to a target that is not a cluster",
@@ -121,12 +142,27 @@ impl Conn {
 }
 
 impl Conn {
-    /// With Sentinel, the replication id of the primary this connection
-    /// last reached: each promotion draws a new one.
-    pub(super) fn primary(&self) -> Option<String> {
+    /// The term of the servers that hold the directory: with Sentinel, the
+    /// replication id of the primary this connection last reached; on a
+    /// cluster, every master's, asked now. A promotion, or a restart
+    /// without data, draws a new one, so a new term means writes may be
+    /// gone. `None` for one server (its generation key tells a restart).
+    ///
+    /// # Errors
+    ///
+    /// On a cluster, a master that did not answer.
+    pub(super) async fn term(&self) -> Result<Option<String>, RedisError> {
         match self {
-            Conn::Single(s) => s.primary_term(),
-            Conn::Cluster(_) => None,
+            Conn::Single(s) => Ok(s.primary_term()),
+            Conn::Cluster(c) => {
+                // `INFO` goes to every master; the answer maps each
+                // address to its text.
+                let mut c = c.clone();
+                let answer = c
+                    .req_packed_command(redis::cmd("INFO").arg("replication"))
+                    .await?;
+                terms(answer).map(Some)
+            }
         }
     }
 }

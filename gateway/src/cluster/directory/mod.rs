@@ -68,6 +68,7 @@ mod conn;
 mod journal;
 mod keys;
 mod replication;
+pub(crate) mod topology;
 
 use std::sync::Arc;
 

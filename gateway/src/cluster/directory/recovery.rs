@@ -58,9 +58,11 @@ impl Directory {
     /// The store's generation: the one in force, or `fresh` if the store
     /// had none (it is new, or lost its data) and this call set it. A node
     /// that knew another has seen the store lose its data. Through
-    /// Sentinel it ends `@<primary's replication id>`: a failover may have
-    /// promoted a replica that missed writes, so each promotion (which
-    /// draws a new replication id) is a new generation too.
+    /// Sentinel it ends `@<primary's replication id>`, on a Redis Cluster
+    /// `@<every master's, sorted, joined by +>`: a failover may have
+    /// promoted a replica that missed writes, and a master without
+    /// replicas may have restarted empty, so each promotion or restart
+    /// (which draws a new replication id) is a new generation too.
     ///
     /// # Errors
     ///
@@ -75,8 +77,8 @@ impl Directory {
             .query_async(&mut c)
             .await?;
         let value = before.unwrap_or_else(|| fresh.to_owned());
-        Ok(match self.conn.primary() {
-            Some(primary) => format!("{value}@{primary}"),
+        Ok(match self.conn.term().await? {
+            Some(term) => format!("{value}@{term}"),
             None => value,
         })
     }
