@@ -206,7 +206,11 @@ const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(10
 /// Sentinels where the primary is now). A timeout drops it too: a
 /// connection whose requests went unanswered (a partition that swallowed
 /// them) would otherwise pair every later answer with a request given up
-/// on, and never answer again.
+/// on, and never answer again. So does a connection that has refused
+/// writes with `NOREPLICAS` for [`ISOLATED_FOR`]: a replica a failover
+/// promoted and then passed over stays a primary without replicas until
+/// the Sentinels demote it, and a node held to it would be refused until
+/// then.
 #[derive(Clone)]
 pub(super) struct Reconnecting {
     inner: Arc<ReconnectingInner>,
@@ -233,6 +237,8 @@ struct ReconnectingInner {
     /// [`ASK_AGAIN_AFTER`], so a failover's outage is not a storm of asks.
     failed_at: Mutex<Option<std::time::Instant>>,
     opened: AtomicU64,
+    /// When the connection in use was made.
+    connected_at: Mutex<std::time::Instant>,
     config: redis::AsyncConnectionConfig,
 }
 
@@ -259,6 +265,7 @@ impl Reconnecting {
                 primary: Mutex::new(None),
                 failed_at: Mutex::new(None),
                 opened: AtomicU64::new(0),
+                connected_at: Mutex::new(std::time::Instant::now()),
                 config: redis::AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
                     .set_response_timeout(Some(RESPONSE_TIMEOUT)),
@@ -355,6 +362,11 @@ impl Reconnecting {
         let number = self.inner.opened.fetch_add(1, Ordering::Relaxed) + 1;
         *self
             .inner
+            .connected_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = std::time::Instant::now();
+        *self
+            .inner
             .current
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some((number, conn.clone()));
@@ -392,6 +404,19 @@ impl Reconnecting {
         }
     }
 
+    /// Whether the connection in use has refused writes for want of
+    /// replicas for long enough to ask where the primary is again.
+    fn isolated_for_long(&self, refused: bool) -> bool {
+        refused
+            && self
+                .inner
+                .connected_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .elapsed()
+                >= ISOLATED_FOR
+    }
+
     /// Whether `answer` says the connection must be made again.
     fn reconnect_after<T>(answer: &Result<T, RedisError>, values: impl Fn(&T) -> bool) -> bool {
         match answer {
@@ -415,6 +440,10 @@ fn demoted(kind: ErrorKind) -> bool {
     )
 }
 
+/// The code of a primary that refuses writes for want of replicas
+/// (`min-replicas-to-write`).
+const NOREPLICAS: &str = "NOREPLICAS";
+
 fn demoted_value(value: &Value) -> bool {
     match value {
         Value::ServerError(e) => e.kind().is_some_and(|k| demoted(ErrorKind::Server(k))),
@@ -422,12 +451,34 @@ fn demoted_value(value: &Value) -> bool {
     }
 }
 
+fn isolated_value(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e) if e.code() == NOREPLICAS)
+}
+
+/// How long a connection is kept through `NOREPLICAS` refusals before it
+/// is made again: a primary whose replicas are only catching up refuses
+/// for a moment, while one that a failover left behind (promoted, then
+/// passed over, and not yet demoted) refuses until the node asks the
+/// Sentinels again.
+const ISOLATED_FOR: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether `e` is (or, from a pipeline, holds) a `NOREPLICAS` refusal.
+fn isolated(e: &RedisError) -> bool {
+    e.clone()
+        .into_server_errors()
+        .is_some_and(|items| items.iter().any(|(_, s)| s.code() == NOREPLICAS))
+}
+
 impl ConnectionLike for Reconnecting {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (number, mut conn) = self.connection().await?;
             let answer = conn.req_packed_command(cmd).await;
-            if Self::reconnect_after(&answer, demoted_value) {
+            let refused = match &answer {
+                Err(e) => isolated(e),
+                Ok(v) => isolated_value(v),
+            };
+            if Self::reconnect_after(&answer, demoted_value) || self.isolated_for_long(refused) {
                 self.broken(number);
             }
             answer
@@ -443,7 +494,13 @@ impl ConnectionLike for Reconnecting {
         Box::pin(async move {
             let (number, mut conn) = self.connection().await?;
             let answer = conn.req_packed_commands(pipeline, offset, count).await;
-            if Self::reconnect_after(&answer, |values| values.iter().any(demoted_value)) {
+            let refused = match &answer {
+                Err(e) => isolated(e),
+                Ok(values) => values.iter().any(isolated_value),
+            };
+            if Self::reconnect_after(&answer, |values| values.iter().any(demoted_value))
+                || self.isolated_for_long(refused)
+            {
                 self.broken(number);
             }
             answer
@@ -452,5 +509,31 @@ impl ConnectionLike for Reconnecting {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{RedisError, ServerError, Value};
+
+    fn refusal(code: &str) -> ServerError {
+        match redis::parse_redis_value(format!("-{code} refused\r\n").as_bytes()) {
+            Ok(Value::ServerError(e)) => e,
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_noreplicas_refusal_is_told_from_other_errors() {
+        assert!(super::isolated_value(&Value::ServerError(refusal(
+            "NOREPLICAS"
+        ))));
+        assert!(!super::isolated_value(&Value::ServerError(refusal("ERR"))));
+        assert!(!super::isolated_value(&Value::Okay));
+        assert!(super::isolated(&RedisError::from(refusal("NOREPLICAS"))));
+        assert!(!super::isolated(&RedisError::from(refusal("READONLY"))));
+        assert!(!super::isolated(&RedisError::from(std::io::Error::other(
+            "x"
+        ))));
     }
 }
