@@ -191,6 +191,17 @@ impl RedisCluster {
         Err(RedisServerError::Start("no node names a master".into()))
     }
 
+    /// The port of master `pick` (modulo the masters there are now, in
+    /// the order the cluster lists them).
+    ///
+    /// # Errors
+    ///
+    /// [`RedisServerError::Start`] if no node names a master.
+    pub fn master_port(&self, pick: usize) -> Result<u16, RedisServerError> {
+        let masters = self.masters()?;
+        Ok(self.servers[masters[pick % masters.len()]].port())
+    }
+
     /// SIGKILLs master `pick` (modulo the masters there are now, in the
     /// order the cluster lists them); returns its index, for
     /// [`await_failover`](Self::await_failover).

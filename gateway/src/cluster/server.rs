@@ -337,6 +337,28 @@ impl LocalRedis {
         }
     }
 
+    /// The port of the server a stall hits: the one server, Sentinel's
+    /// primary, or master `pick` of a cluster (modulo its masters).
+    ///
+    /// ```no_run
+    /// let store = duplex_gateway::cluster::LocalRedis::start_cluster(1, 0)?;
+    /// let port = store.writer_port(2)?;
+    /// assert_ne!(port, 0);
+    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RedisServerError::Start`] if no Sentinel names a primary, or no
+    /// node of the cluster names a master.
+    pub fn writer_port(&self, pick: usize) -> Result<u16, RedisServerError> {
+        match self {
+            LocalRedis::Server(s) => Ok(s.port()),
+            LocalRedis::Sentinel(s) => s.primary_port(),
+            LocalRedis::Cluster(c) => c.master_port(pick),
+        }
+    }
+
     /// The one server, if it is one (not a cluster).
     ///
     /// ```no_run

@@ -8,7 +8,8 @@
 //! again, empty, on the same port (it outlives the store's death: every
 //! read of the directory is retried while the store comes back), and with
 //! `--with-a-node` a node at the same moment; with `--pause-redis-every-s`,
-//! stalls it for 3 s (`CLIENT PAUSE`). With `--redis-sentinel` the store
+//! stalls it (Sentinel's primary, a cluster's master) for 3 s (`CLIENT
+//! PAUSE`). With `--redis-sentinel` the store
 //! is a primary with two replicas under three Sentinels, and
 //! `--kill-redis-every-s` SIGKILLs the primary: a replica is promoted and
 //! the old primary comes back, empty, as a replica; with `--redis-cluster
@@ -80,10 +81,12 @@ struct Args {
     /// the store held is gone: its clients are told (`state_lost`).
     #[arg(long, requires = "kill_redis_every_s")]
     with_a_node: bool,
-    /// Stall the redis-server this often: `CLIENT PAUSE 3000` through
-    /// `redis-cli` (0: never; one redis-server only). Writes time out and
-    /// are sent again once it answers, while the first ones still run.
-    #[arg(long, default_value_t = 0, conflicts_with_all = ["redis_cluster", "redis_sentinel"])]
+    /// Stall the store this often: `CLIENT PAUSE 3000` through
+    /// `redis-cli` on the redis-server, Sentinel's primary (its Sentinels
+    /// see it down and promote a replica while it stalls), or a random
+    /// master of the cluster (0: never). Writes time out and are sent
+    /// again once it answers, while the first ones still run.
+    #[arg(long, default_value_t = 0)]
     pause_redis_every_s: u64,
     /// Milliseconds between a client's 20 ms chunks.
     #[arg(long, default_value_t = 20)]
@@ -414,18 +417,15 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
         };
         tokio::time::sleep_until(at).await;
         if Some(at) == next_pause {
-            let Some(server) = store.server_mut() else {
-                return Err("--pause-redis-every-s needs one redis-server".into());
-            };
+            // The one server, Sentinel's primary (whose Sentinels then
+            // see it down and promote a replica while it still holds the
+            // nodes' writes), or a master of the cluster (whose bus is not
+            // paused: no failover, its clients wait).
+            let port = store
+                .writer_port(rng.next_u32() as usize)
+                .map_err(|e| e.to_string())?;
             let paused = Command::new("redis-cli")
-                .args([
-                    "-p",
-                    &server.port().to_string(),
-                    "CLIENT",
-                    "PAUSE",
-                    "3000",
-                    "ALL",
-                ])
+                .args(["-p", &port.to_string(), "CLIENT", "PAUSE", "3000", "ALL"])
                 .output()
                 .map_err(|e| format!("redis-cli: {e}"))?;
             if !paused.status.success() {
