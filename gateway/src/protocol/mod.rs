@@ -407,6 +407,27 @@ pub(crate) fn prefix(text: &str) -> String {
 ///
 /// [`ProtocolError::InvalidAudio`].
 pub fn decode_audio(audio: &str) -> Result<Vec<u8>, ProtocolError> {
+    let mut out = Vec::new();
+    decode_audio_into(audio, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes an `input.append`'s audio into `out`, replacing what it held
+/// and reusing its allocation (a connection decodes every chunk into the
+/// same buffer).
+///
+/// ```
+/// let mut chunk = vec![9; 8];
+/// duplex_gateway::protocol::decode_audio_into("AAEC", &mut chunk)?;
+/// assert_eq!(chunk, [0, 1, 2]);
+/// # Ok::<(), duplex_gateway::protocol::ProtocolError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`ProtocolError::InvalidAudio`]; `out` is left empty.
+pub fn decode_audio_into(audio: &str, out: &mut Vec<u8>) -> Result<(), ProtocolError> {
+    out.clear();
     // Base64 grows 3 bytes into 4 characters: refuse before decoding.
     if audio.len() > MAX_AUDIO.div_ceil(3) * 4 {
         return Err(ProtocolError::InvalidAudio(format!(
@@ -415,8 +436,11 @@ pub fn decode_audio(audio: &str) -> Result<Vec<u8>, ProtocolError> {
         )));
     }
     base64::engine::general_purpose::STANDARD
-        .decode(audio)
-        .map_err(|e| ProtocolError::InvalidAudio(e.to_string()))
+        .decode_vec(audio, out)
+        .map_err(|e| {
+            out.clear();
+            ProtocolError::InvalidAudio(e.to_string())
+        })
 }
 
 /// Encodes audio for an `input.append`.

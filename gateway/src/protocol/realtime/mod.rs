@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+pub(crate) use server::numberable;
 pub use server::{
     capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
     text_delta, ResponseIds,
@@ -576,6 +577,31 @@ fn unsupported_session(
 ///
 /// `invalid_audio`.
 pub fn decode_audio(audio: &str, event_id: Option<&str>) -> Result<Vec<u8>, RealtimeError> {
+    let mut out = Vec::new();
+    decode_audio_into(audio, event_id, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes an append's audio into `out`, replacing what it held and
+/// reusing its allocation (a connection decodes every chunk into the
+/// same buffer).
+///
+/// ```
+/// let mut chunk = vec![9; 8];
+/// duplex_gateway::protocol::realtime::decode_audio_into("AAEC", None, &mut chunk)?;
+/// assert_eq!(chunk, [0, 1, 2]);
+/// # Ok::<(), duplex_gateway::protocol::realtime::RealtimeError>(())
+/// ```
+///
+/// # Errors
+///
+/// `invalid_audio`; `out` is left empty.
+pub fn decode_audio_into(
+    audio: &str,
+    event_id: Option<&str>,
+    out: &mut Vec<u8>,
+) -> Result<(), RealtimeError> {
+    out.clear();
     let refuse = |why: String| {
         RealtimeError::invalid(
             "invalid_audio",
@@ -589,8 +615,11 @@ pub fn decode_audio(audio: &str, event_id: Option<&str>) -> Result<Vec<u8>, Real
         return Err(refuse(format!("{} characters of base64", audio.len())));
     }
     base64::engine::general_purpose::STANDARD
-        .decode(audio)
-        .map_err(|e| refuse(e.to_string()))
+        .decode_vec(audio, out)
+        .map_err(|e| {
+            out.clear();
+            refuse(e.to_string())
+        })
 }
 
 #[cfg(test)]

@@ -4,6 +4,15 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+/// Room every rendered event leaves after its text for the
+/// `,"server_event_seq":N` the session's stream appends (20 digits at
+/// most), so numbering an event never moves it to a bigger allocation.
+pub(crate) const SEQ_ROOM: usize = 40;
+
+/// The first allocation of a rendered event: most fit it (a text delta
+/// is about 250 bytes), and a bigger one grows once or twice.
+const RENDERED: usize = 320;
+
 /// The session's capabilities, as `session.created` reports them.
 ///
 /// ```
@@ -267,9 +276,28 @@ enum Event<'a> {
 impl Event<'_> {
     /// The event's JSON text. Every field is a string, a number, a bool,
     /// null or a sequence of those, which always serialises.
+    /// It leaves [`SEQ_ROOM`] bytes free after the text.
     fn render(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        with_room(self)
     }
+}
+
+/// The JSON text of `event`, leaving [`SEQ_ROOM`] bytes free after it
+/// for the stream to number it in place.
+pub(crate) fn numberable(event: &Value) -> String {
+    with_room(event)
+}
+
+/// `value`'s JSON text with [`SEQ_ROOM`] bytes free after it; empty for
+/// a value that does not serialise (every event here does: its fields
+/// are strings, numbers, bools, nulls and sequences of those).
+fn with_room(value: &impl Serialize) -> String {
+    let mut out = Vec::with_capacity(RENDERED);
+    if serde_json::to_writer(&mut out, value).is_err() {
+        return String::new();
+    }
+    out.reserve(SEQ_ROOM);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The events that open a response, in the contract's order:
@@ -340,12 +368,17 @@ pub fn response_opened(ids: &ResponseIds, epoch: u64, turn: u64) -> Vec<String> 
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 pub fn heartbeat_ack(session_id: &str) -> String {
-    let mut out = String::with_capacity(64 + session_id.len());
-    out.push_str(r#"{"type":"session.heartbeat_ack","session_id":"#);
+    const HEAD: &[u8] = br#"{"type":"session.heartbeat_ack","session_id":"#;
+    let mut out = Vec::with_capacity(HEAD.len() + 3 + session_id.len() + SEQ_ROOM);
+    out.extend_from_slice(HEAD);
     // A `&str` always serialises.
-    out.push_str(&serde_json::to_string(session_id).unwrap_or_default());
-    out.push('}');
-    out
+    if serde_json::to_writer(&mut out, session_id).is_err() {
+        return String::new();
+    }
+    out.push(b'}');
+    // Only an id with characters to escape outgrew the estimate.
+    out.reserve(SEQ_ROOM);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// One text delta of a response, as JSON text.

@@ -22,7 +22,7 @@ use duplex_core::{
 use duplex_std::{Error, Sessions};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::protocol::{decode, decode_audio, ClientEvent, ProtocolError, ServerEvent};
+use crate::protocol::{decode, decode_audio_into, ClientEvent, ProtocolError, ServerEvent};
 use crate::server::auth::scoped;
 use crate::server::durable::Changes;
 use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList, Emitter};
@@ -82,6 +82,9 @@ pub(crate) struct Connection {
     dialect: Dialect,
     /// The realtime dialect's state of the session held.
     rt: Option<realtime::Rt>,
+    /// The last chunk's audio, decoded: one buffer for every chunk of the
+    /// connection.
+    audio: Vec<u8>,
 }
 
 impl Connection {
@@ -107,6 +110,7 @@ impl Connection {
             active: Arc::new(Mutex::new(Vec::new())),
             dialect,
             rt: None,
+            audio: Vec::new(),
         }
     }
 
@@ -313,11 +317,14 @@ impl Connection {
             Ok(held) => held,
             Err(e) => return e,
         };
-        let chunk = match decode_audio(audio) {
-            Ok(chunk) => chunk,
-            Err(e) => return self.refusal(e.kind(), e.to_string(), ev),
-        };
-        self.append_chunk(held, event_id, epoch, turn, &chunk).await
+        let mut chunk = std::mem::take(&mut self.audio);
+        if let Err(e) = decode_audio_into(audio, &mut chunk) {
+            self.audio = chunk;
+            return self.refusal(e.kind(), e.to_string(), ev);
+        }
+        let answer = self.append_chunk(held, event_id, epoch, turn, &chunk).await;
+        self.audio = chunk;
+        answer
     }
 
     /// Appends one decoded chunk under `event_id` (its idempotency key, an

@@ -115,7 +115,7 @@ impl Connection {
                     .answer(
                         rt.attachment,
                         &self.outbox,
-                        events.iter().map(Value::to_string),
+                        events.iter().map(realtime::numberable),
                     )
                     .await;
             }
@@ -486,7 +486,7 @@ impl Connection {
     }
 
     async fn rt_heartbeat(&mut self) {
-        let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_ref()) else {
+        let (Some(held), Some(rt)) = (self.bound.as_ref(), self.rt.as_ref()) else {
             self.rt_send(vec![Self::no_session(None)]).await;
             return;
         };
@@ -495,7 +495,7 @@ impl Connection {
             s.check_generation(held.generation)?;
             s.touch(&fence, Activity::Heartbeat, now)
         });
-        let answer = match touched {
+        let refusal = match touched {
             Some(Ok(())) => {
                 rt.stream
                     .answer(
@@ -506,15 +506,15 @@ impl Connection {
                     .await;
                 return;
             }
-            Some(Err(e)) => {
-                let refusal = self.manager_error(&Error::from(e), None);
-                Self::rt_error(&refusal, None).unwrap_or(Value::Null)
-            }
+            Some(Err(e)) => self.manager_error(&Error::from(e), None),
+            // The refusal (rare) takes its own copy of the session: the
+            // answer above borrows what the connection holds.
             None => {
-                let refusal = self.not_open(&held, None).await;
-                Self::rt_error(&refusal, None).unwrap_or(Value::Null)
+                let held = held.clone();
+                self.not_open(&held, None).await
             }
         };
+        let answer = Self::rt_error(&refusal, None).unwrap_or(Value::Null);
         self.rt_send(vec![answer]).await;
     }
 
@@ -523,13 +523,12 @@ impl Connection {
             self.rt_send(vec![Self::no_session(event_id)]).await;
             return;
         };
-        let chunk = match realtime::decode_audio(audio, event_id.as_deref()) {
-            Ok(chunk) => chunk,
-            Err(e) => {
-                self.rt_send(vec![e.to_value()]).await;
-                return;
-            }
-        };
+        let mut chunk = std::mem::take(&mut self.audio);
+        if let Err(e) = realtime::decode_audio_into(audio, event_id.as_deref(), &mut chunk) {
+            self.audio = chunk;
+            self.rt_send(vec![e.to_value()]).await;
+            return;
+        }
         let op = if let Some(id) = &event_id {
             operation_id(id)
         } else {
@@ -542,10 +541,16 @@ impl Connection {
         // again under a newer one).
         let stream = Arc::clone(&rt.stream);
         let (epoch, turn) = stream.fence_of(&op).await.unwrap_or((rt.epoch, rt.turn));
-        let answer = self
-            .append_chunk(held, op.clone(), epoch, turn, &chunk)
-            .await;
-        if let ServerEvent::Appended { duplicate, .. } = answer {
+        let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
+        self.audio = chunk;
+        // The native answer hands the chunk's key back: an append is
+        // answered by nothing in this dialect.
+        if let ServerEvent::Appended {
+            duplicate,
+            event_id: op,
+            ..
+        } = answer
+        {
             if !duplicate {
                 stream.remember_fence(op, (epoch, turn)).await;
             }
@@ -553,6 +558,7 @@ impl Connection {
                 rt.pending = true;
                 rt.core_turn = rt.core_turn.max(turn);
             }
+            return;
         }
         if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
             self.rt_send(vec![e]).await;

@@ -257,7 +257,7 @@ impl Stream {
     /// Numbers, journals and sends events, in order.
     pub(crate) async fn emit(&self, events: Vec<Value>) {
         let mut state = self.state.lock().await;
-        self.emit_locked(&mut state, events.iter().map(Value::to_string))
+        self.emit_locked(&mut state, events.iter().map(realtime::numberable))
             .await;
     }
 
@@ -290,7 +290,8 @@ impl Stream {
 
     async fn emit_locked(&self, state: &mut State, events: impl IntoIterator<Item = String>) {
         self.finish_cancelled(state).await;
-        let mut numbered: Vec<(u64, Utf8Bytes)> = Vec::new();
+        let events = events.into_iter();
+        let mut numbered: Vec<(u64, Utf8Bytes)> = Vec::with_capacity(events.size_hint().0);
         for event in events {
             let seq = state.next;
             state.next += 1;

@@ -8,6 +8,40 @@ use serde_json::Value;
 use super::{contiguous_tail, with_seq, Journals, Resync};
 use crate::server::outbox::Outbox;
 
+/// Every event the stream numbers was rendered with room for its number:
+/// numbering it keeps its allocation (no copy per event).
+#[test]
+fn numbering_a_rendered_event_keeps_its_allocation() {
+    use crate::protocol::realtime::{self, ResponseIds};
+
+    let ids = ResponseIds::of("resp-with-a-long-request-id-0123456789");
+    let mut events = vec![
+        realtime::heartbeat_ack("a-client-session-id-of-thirty-six-b"),
+        realtime::heartbeat_ack("quote \"and\" escapes \u{1}"),
+        realtime::text_delta(&ids, " piece 7 of the answer to turn 12."),
+        realtime::numberable(&serde_json::json!({"type": "input_audio_buffer.cleared"})),
+    ];
+    events.extend(realtime::response_opened(&ids, 3, 12));
+    events.extend(realtime::response_ended(
+        &ids,
+        "piece 0.",
+        "completed",
+        None,
+    ));
+    events.extend(realtime::response_ended(
+        &ids,
+        "p",
+        "cancelled",
+        Some("barge_in"),
+    ));
+    for event in events {
+        let (at, text) = (event.as_ptr(), event.clone());
+        let numbered = with_seq(event, u64::MAX);
+        assert_eq!(numbered.as_ptr(), at, "moved: {text}");
+        assert!(numbered.ends_with(&format!("\"server_event_seq\":{}}}", u64::MAX)));
+    }
+}
+
 #[test]
 fn the_number_is_added_to_any_object() {
     for (event, seq) in [
