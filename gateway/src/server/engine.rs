@@ -45,37 +45,50 @@ pub(crate) fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &I
 #[derive(Debug, Clone)]
 pub(crate) enum Emitter {
     Native(Outbox),
-    Realtime(Arc<Stream>),
+    Realtime {
+        stream: Arc<Stream>,
+        /// Whether the stream may store its journal (the gateway is a
+        /// node of a cluster).
+        stored: bool,
+    },
 }
 
 impl Emitter {
     /// Sends one of the engine's events, in the connection's dialect.
     ///
-    /// A realtime event is emitted in a task of its own, which this one
-    /// awaits: a barge-in or a shutdown aborts the engine's task between
-    /// two events, never in the middle of one (which would leave an event
-    /// numbered and journaled but not yet stored or sent; the stream would
-    /// finish it on its next emit, but a store write cut off halfway makes
-    /// the stream stop storing).
+    /// A barge-in or a shutdown aborts the engine's task, possibly in the
+    /// middle of an emit. Without a store that is harmless: an event
+    /// numbered and journaled but not yet sent goes out first on the
+    /// stream's next emit. A stream that stores its journal is emitted to
+    /// in a task of its own, which this one awaits, so the abort lands
+    /// between two events, never in a store write (one cut off halfway
+    /// makes the stream stop storing).
     pub(crate) async fn event(&self, event: ServerEvent) {
         match self {
             Emitter::Native(outbox) => outbox.send(Message::text(event.to_json())).await,
-            Emitter::Realtime(stream) => {
-                let stream = Arc::clone(stream);
-                let emit = tokio::spawn(async move {
-                    match &event {
-                        ServerEvent::Delta {
-                            request_id, text, ..
-                        } => stream.delta(request_id, text).await,
-                        ServerEvent::Done { request_id, .. } => {
-                            stream.end_response(request_id, "completed", None).await;
-                        }
-                        _ => {}
-                    }
-                });
-                let _ = emit.await;
+            Emitter::Realtime { stream, stored } => {
+                if *stored {
+                    let stream = Arc::clone(stream);
+                    let emit = tokio::spawn(async move { realtime_event(&stream, &event).await });
+                    let _ = emit.await;
+                } else {
+                    realtime_event(stream, &event).await;
+                }
             }
         }
+    }
+}
+
+/// An engine event on a realtime session's stream.
+async fn realtime_event(stream: &Stream, event: &ServerEvent) {
+    match event {
+        ServerEvent::Delta {
+            request_id, text, ..
+        } => stream.delta(request_id, text).await,
+        ServerEvent::Done { request_id, .. } => {
+            stream.end_response(request_id, "completed", None).await;
+        }
+        _ => {}
     }
 }
 

@@ -444,7 +444,10 @@ impl Connection {
         let emit = match self.rt.as_ref() {
             Some(rt) => {
                 rt.stream.open_response(request.as_str(), epoch, turn).await;
-                Emitter::Realtime(Arc::clone(&rt.stream))
+                Emitter::Realtime {
+                    stream: Arc::clone(&rt.stream),
+                    stored: self.shared.node.is_some(),
+                }
             }
             None => Emitter::Native(self.outbox.clone()),
         };
