@@ -1,0 +1,84 @@
+//! The realtime decoder's unit tests.
+
+use super::{decode, decode_tree};
+use proptest::prelude::*;
+
+/// Messages near the frequent events: right and wrong types for each
+/// field, nulls, escapes, duplicates, unknown fields, other types.
+fn message() -> impl Strategy<Value = String> {
+    let kind = prop_oneof![
+        Just(r#""input_audio_buffer.append""#.to_owned()),
+        Just(r#""push_chunk""#.to_owned()),
+        Just(r#""session.heartbeat""#.to_owned()),
+        Just(r#""session.event_ack""#.to_owned()),
+        Just(r#""session.close""#.to_owned()),
+        Just(r#""no.such""#.to_owned()),
+        Just("7".to_owned()),
+        Just("null".to_owned()),
+    ];
+    let value = prop_oneof![
+        Just("null".to_owned()),
+        Just("12".to_owned()),
+        Just("-1".to_owned()),
+        Just("2.5".to_owned()),
+        Just("true".to_owned()),
+        Just(r#""AAEC""#.to_owned()),
+        Just(r#""a\u0041b""#.to_owned()),
+        Just(format!(r#""{}""#, "e".repeat(257))),
+        Just(format!(r#""{}""#, "e".repeat(256))),
+        Just("{}".to_owned()),
+        Just("[1]".to_owned()),
+    ];
+    let name = prop_oneof![
+        Just("event_id"),
+        Just("audio"),
+        Just("server_event_seq"),
+        Just("type"),
+        Just("other"),
+    ];
+    (
+        kind,
+        proptest::collection::vec((name, value), 0..5),
+        any::<bool>(),
+    )
+        .prop_map(|(kind, fields, typed_first)| {
+            let mut parts = Vec::new();
+            if typed_first {
+                parts.push(format!(r#""type":{kind}"#));
+            }
+            for (n, v) in fields {
+                parts.push(format!(r#""{n}":{v}"#));
+            }
+            if !typed_first {
+                parts.push(format!(r#""type":{kind}"#));
+            }
+            format!("{{{}}}", parts.join(","))
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The fast path answers every message as the full decoder does.
+    #[test]
+    fn hot_path_agrees_with_the_tree(text in message()) {
+        prop_assert_eq!(decode(&text), decode_tree(&text));
+    }
+
+    #[test]
+    fn any_text_agrees(text in ".{0,80}") {
+        prop_assert_eq!(decode(&text), decode_tree(&text));
+    }
+}
+
+#[test]
+fn frequent_events_take_the_fast_path() {
+    for text in [
+        r#"{"type":"input_audio_buffer.append","event_id":"c1","audio":"AAEC"}"#,
+        r#"{"type":"session.heartbeat"}"#,
+        r#"{"type":"session.event_ack","server_event_seq":64}"#,
+    ] {
+        assert!(super::decode_hot(text).is_some(), "{text}");
+        assert_eq!(decode(text), decode_tree(text));
+    }
+}
