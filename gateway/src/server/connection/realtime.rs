@@ -539,20 +539,21 @@ impl Connection {
         // answers it from the idempotency cache, or refuses it as stale
         // once the session has moved past that fence (never applies it
         // again under a newer one).
+        // A key the core refuses has no fence to keep: the append below
+        // answers it with the core's error.
         let stream = Arc::clone(&rt.stream);
-        let (epoch, turn) = stream.fence_of(&op).await.unwrap_or((rt.epoch, rt.turn));
+        let key = duplex_core::Id::new(&op).ok();
+        let first = match &key {
+            Some(key) => stream.fence_of(key).await,
+            None => None,
+        };
+        let (epoch, turn) = first.unwrap_or((rt.epoch, rt.turn));
         let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
         self.audio = chunk;
-        // The native answer hands the chunk's key back: an append is
-        // answered by nothing in this dialect.
-        if let ServerEvent::Appended {
-            duplicate,
-            event_id: op,
-            ..
-        } = answer
-        {
-            if !duplicate {
-                stream.remember_fence(op, (epoch, turn)).await;
+        // An append is answered by nothing in this dialect.
+        if let ServerEvent::Appended { duplicate, .. } = answer {
+            if let (false, Some(key)) = (duplicate, key) {
+                stream.remember_fence(key, (epoch, turn)).await;
             }
             if let Some(rt) = self.rt.as_mut() {
                 rt.pending = true;

@@ -87,9 +87,14 @@ struct State {
     /// The fence `(epoch, turn)` each recent chunk was first appended at,
     /// by its key: a retransmission keeps it (so one sent again after a
     /// barge-in is refused as stale, not applied again).
-    fences: HashMap<Arc<str>, (u64, u64)>,
+    /// Keyed by the core's id of the chunk, which lives inline: a chunk
+    /// remembered costs no allocation.
+    fences: HashMap<Id, (u64, u64)>,
     /// The keys of `fences`, oldest first (the oldest goes when full).
-    fence_order: VecDeque<Arc<str>>,
+    fence_order: VecDeque<Id>,
+    /// The batch being emitted, kept between emits so that numbering one
+    /// costs no allocation (an emit cancelled mid-batch leaves a new one).
+    batch: Vec<(u64, Utf8Bytes)>,
 }
 
 /// How many chunks' fences a session remembers (more than a client
@@ -290,8 +295,8 @@ impl Stream {
 
     async fn emit_locked(&self, state: &mut State, events: impl IntoIterator<Item = String>) {
         self.finish_cancelled(state).await;
-        let events = events.into_iter();
-        let mut numbered: Vec<(u64, Utf8Bytes)> = Vec::with_capacity(events.size_hint().0);
+        let mut numbered = std::mem::take(&mut state.batch);
+        numbered.clear();
         for event in events {
             let seq = state.next;
             state.next += 1;
@@ -300,6 +305,7 @@ impl Stream {
             numbered.push((seq, text));
         }
         let Some(first) = numbered.first().map(|(seq, _)| *seq) else {
+            state.batch = numbered;
             return;
         };
         // From here on the batch is numbered and journaled here: should
@@ -339,11 +345,13 @@ impl Stream {
         }
         if let Some((_, outbox)) = &state.attached {
             let outbox = outbox.clone();
-            for (seq, text) in numbered {
+            for (seq, text) in numbered.drain(..) {
                 outbox.send(Message::Text(text)).await;
                 state.unsent = Some(seq + 1);
             }
         }
+        numbered.clear();
+        state.batch = numbered;
         state.unsent = None;
     }
 
@@ -582,14 +590,14 @@ impl Stream {
     }
 
     /// The fence the chunk `key` was first appended at, if it is recent.
-    pub(crate) async fn fence_of(&self, key: &str) -> Option<(u64, u64)> {
+    pub(crate) async fn fence_of(&self, key: &Id) -> Option<(u64, u64)> {
         self.state.lock().await.fences.get(key).copied()
     }
 
     /// Remembers the fence the chunk `key` was appended at.
-    pub(crate) async fn remember_fence(&self, key: String, fence: (u64, u64)) {
+    pub(crate) async fn remember_fence(&self, key: Id, fence: (u64, u64)) {
         let mut state = self.state.lock().await;
-        if state.fences.contains_key(key.as_str()) {
+        if state.fences.contains_key(&key) {
             return;
         }
         if state.fence_order.len() == FENCES {
@@ -597,8 +605,7 @@ impl Stream {
                 state.fences.remove(&old);
             }
         }
-        let key: Arc<str> = Arc::from(key);
-        state.fences.insert(Arc::clone(&key), fence);
+        state.fences.insert(key.clone(), fence);
         state.fence_order.push_back(key);
     }
 
