@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::Connection;
-use crate::protocol::realtime::{self, error_for, RealtimeError, RealtimeEvent};
+use crate::protocol::realtime::{self, error_for, HotEvent, RealtimeError, RealtimeEvent};
 use crate::protocol::ServerEvent;
 use crate::server::stream::{SessionConfig, Store, Stream};
 
@@ -93,6 +93,15 @@ impl Connection {
     /// Decodes and answers one text message of the realtime dialect.
     pub(super) async fn on_realtime_text(&mut self, text: &str) {
         let events_in = &self.shared.metrics.realtime.events_in;
+        // A chunk is answered from the message itself: its audio is
+        // decoded from where it lies, never copied out first.
+        if let Some(HotEvent::Append { event_id, audio }) = realtime::decode_hot(text) {
+            events_in.bump("input_audio_buffer.append");
+            if !self.told_moved().await {
+                self.rt_append(event_id.as_deref(), &audio).await;
+            }
+            return;
+        }
         match realtime::decode(text) {
             Ok(event) => {
                 events_in.bump(event.name());
@@ -176,23 +185,30 @@ impl Connection {
         .to_value()
     }
 
+    /// Whether the session moved to another node (drained or adopted):
+    /// the socket is told so, and the event that found out is not served.
+    async fn told_moved(&mut self) -> bool {
+        let Some(moved) = self.drain_answer() else {
+            return false;
+        };
+        // `session.moved` tells this socket to go elsewhere: it describes
+        // the attachment, not the session, so it is not numbered (as
+        // `session.replaced` is not). Numbered, it would put the client's
+        // cursor past what this node could still store once another node
+        // adopted the session.
+        if let Some(e) = Self::rt_error(&moved, None) {
+            self.unnumbered(&e).await;
+        }
+        true
+    }
+
     async fn on_realtime_event(&mut self, event: RealtimeEvent) {
         let session_event = !matches!(
             event,
             RealtimeEvent::EventAck { .. } | RealtimeEvent::Unsupported { .. }
         );
-        if session_event {
-            if let Some(moved) = self.drain_answer() {
-                // `session.moved` tells this socket to go elsewhere: it
-                // describes the attachment, not the session, so it is not
-                // numbered (as `session.replaced` is not). Numbered, it
-                // would put the client's cursor past what this node could
-                // still store once another node adopted the session.
-                if let Some(e) = Self::rt_error(&moved, None) {
-                    self.unnumbered(&e).await;
-                }
-                return;
-            }
+        if session_event && self.told_moved().await {
+            return;
         }
         match event {
             RealtimeEvent::SessionUpdate { event_id, session } => {
@@ -222,7 +238,9 @@ impl Connection {
                 resume_token,
                 last_seq,
             } => self.rt_resume(session_id, resume_token, last_seq).await,
-            RealtimeEvent::Append { event_id, audio } => self.rt_append(event_id, &audio).await,
+            RealtimeEvent::Append { event_id, audio } => {
+                self.rt_append(event_id.as_deref(), &audio).await;
+            }
             RealtimeEvent::Commit {
                 event_id,
                 response_create,
@@ -518,18 +536,19 @@ impl Connection {
         self.rt_send(vec![answer]).await;
     }
 
-    async fn rt_append(&mut self, event_id: Option<String>, audio: &str) {
+    async fn rt_append(&mut self, event_id: Option<&str>, audio: &str) {
         let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_mut()) else {
-            self.rt_send(vec![Self::no_session(event_id)]).await;
+            self.rt_send(vec![Self::no_session(event_id.map(str::to_owned))])
+                .await;
             return;
         };
         let mut chunk = std::mem::take(&mut self.audio);
-        if let Err(e) = realtime::decode_audio_into(audio, event_id.as_deref(), &mut chunk) {
+        if let Err(e) = realtime::decode_audio_into(audio, event_id, &mut chunk) {
             self.audio = chunk;
             self.rt_send(vec![e.to_value()]).await;
             return;
         }
-        let op = if let Some(id) = &event_id {
+        let op = if let Some(id) = event_id {
             operation_id(id)
         } else {
             rt.anonymous += 1;
@@ -538,22 +557,20 @@ impl Connection {
         // A chunk sent again keeps the fence of its first send: the core
         // answers it from the idempotency cache, or refuses it as stale
         // once the session has moved past that fence (never applies it
-        // again under a newer one).
+        // again under a newer one; a barge-in clears the core's cache, so
+        // the stream remembers).
         // A key the core refuses has no fence to keep: the append below
         // answers it with the core's error.
         let stream = Arc::clone(&rt.stream);
         let key = duplex_core::Id::new(&op).ok();
-        let first = match &key {
-            Some(key) => stream.fence_of(key).await,
-            None => None,
-        };
+        let first = key.as_ref().and_then(|key| stream.fence_of(key));
         let (epoch, turn) = first.unwrap_or((rt.epoch, rt.turn));
         let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
         self.audio = chunk;
         // An append is answered by nothing in this dialect.
         if let ServerEvent::Appended { duplicate, .. } = answer {
             if let (false, Some(key)) = (duplicate, key) {
-                stream.remember_fence(key, (epoch, turn)).await;
+                stream.remember_fence(key, (epoch, turn));
             }
             if let Some(rt) = self.rt.as_mut() {
                 rt.pending = true;
@@ -561,7 +578,7 @@ impl Connection {
             }
             return;
         }
-        if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
+        if let Some(e) = Self::rt_error(&answer, event_id) {
             self.rt_send(vec![e]).await;
         }
     }

@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::protocol::realtime::{self, ResponseIds};
 use crate::server::outbox::Outbox;
+use journal::Journal;
 
 /// The most journal bytes one session keeps (about 3,000 text deltas).
 pub const JOURNAL_BYTES: usize = 512 * 1024;
@@ -63,9 +64,8 @@ struct Live {
 struct State {
     /// The next event's number (the first is 1).
     next: u64,
-    /// `(seq, text)`, oldest first (the text's buffer is shared with the
-    /// message that sent it).
-    events: VecDeque<(u64, Utf8Bytes)>,
+    /// The journaled events, oldest first.
+    events: Journal,
     bytes: usize,
     /// The highest seq evicted before it was acknowledged (0: none).
     lost: u64,
@@ -84,14 +84,6 @@ struct State {
     /// A store write is in progress (if the emit is cancelled during it,
     /// whether the store holds the batch is unknown).
     storing: bool,
-    /// The fence `(epoch, turn)` each recent chunk was first appended at,
-    /// by its key: a retransmission keeps it (so one sent again after a
-    /// barge-in is refused as stale, not applied again).
-    /// Keyed by the core's id of the chunk, which lives inline: a chunk
-    /// remembered costs no allocation.
-    fences: HashMap<Id, (u64, u64)>,
-    /// The keys of `fences`, oldest first (the oldest goes when full).
-    fence_order: VecDeque<Id>,
     /// The batch being emitted, kept between emits so that numbering one
     /// costs no allocation (an emit cancelled mid-batch leaves a new one).
     batch: Vec<(u64, Utf8Bytes)>,
@@ -100,6 +92,20 @@ struct State {
 /// How many chunks' fences a session remembers (more than a client
 /// retransmits after a reconnect).
 const FENCES: usize = 64;
+
+/// The fence `(epoch, turn)` each recent chunk was first appended at, by
+/// its key: a retransmission keeps it (so one sent again after a barge-in,
+/// which clears the core's idempotency cache, is refused as stale, not
+/// applied again). Keyed by the core's id of the chunk, which lives
+/// inline: a chunk remembered costs no allocation. Apart from the stream's
+/// state, under a lock never held across an await: a chunk takes no turn
+/// on the stream's queue for it.
+#[derive(Debug, Default)]
+struct Fences {
+    by_key: HashMap<Id, (u64, u64)>,
+    /// The keys, oldest first (the oldest goes when full).
+    order: VecDeque<Id>,
+}
 
 /// The directory a node stores a session's journal in, and the
 /// incarnation it owns the session at (every write is fenced by it).
@@ -133,6 +139,7 @@ impl Journals {
                     next: 1,
                     ..State::default()
                 }),
+                fences: Mutex::default(),
             })
         }))
     }
@@ -190,11 +197,12 @@ impl Journals {
             }
             state.bytes += text.len();
             self.bytes.fetch_add(text.len(), Ordering::Relaxed);
-            state.events.push_back((seq, Utf8Bytes::from(text)));
+            state.events.push(seq, &text);
         }
         let stream = Arc::new(Stream {
             journals: Arc::clone(self),
             state: tokio::sync::Mutex::new(state),
+            fences: Mutex::default(),
         });
         // The stored journal is the truth: it replaces whatever stream
         // this node had for the session.
@@ -256,6 +264,7 @@ fn contiguous_tail(stored: &[(u64, String)]) -> usize {
 pub(crate) struct Stream {
     journals: Arc<Journals>,
     state: tokio::sync::Mutex<State>,
+    fences: Mutex<Fences>,
 }
 
 impl Stream {
@@ -296,13 +305,12 @@ impl Stream {
     async fn emit_locked(&self, state: &mut State, events: impl IntoIterator<Item = String>) {
         self.finish_cancelled(state).await;
         let mut numbered = std::mem::take(&mut state.batch);
-        numbered.clear();
         for event in events {
             let seq = state.next;
             state.next += 1;
-            let text = Utf8Bytes::from(with_seq(event, seq));
-            self.journal(state, seq, text.clone());
-            numbered.push((seq, text));
+            let text = with_seq(event, seq);
+            self.journal(state, seq, &text);
+            numbered.push((seq, Utf8Bytes::from(text)));
         }
         let Some(first) = numbered.first().map(|(seq, _)| *seq) else {
             state.batch = numbered;
@@ -372,12 +380,7 @@ impl Stream {
         let Some(from) = state.unsent else { return };
         if let Some((_, outbox)) = &state.attached {
             let outbox = outbox.clone();
-            let pending: Vec<(u64, Utf8Bytes)> = state
-                .events
-                .iter()
-                .filter(|(seq, _)| *seq >= from)
-                .cloned()
-                .collect();
+            let pending: Vec<(u64, String)> = state.events.texts_from(from).collect();
             if pending.first().is_some_and(|(seq, _)| *seq != from) {
                 // Evicted meanwhile: this socket cannot be made whole. It
                 // hears nothing more, and its client resumes.
@@ -386,7 +389,7 @@ impl Stream {
                 return;
             }
             for (seq, text) in pending {
-                outbox.send(Message::Text(text)).await;
+                outbox.send(Message::text(text)).await;
                 state.unsent = Some(seq + 1);
             }
         }
@@ -413,19 +416,19 @@ impl Stream {
 
     /// Keeps `text` in the journal, evicting the oldest events over the
     /// session's bound or the gateway's.
-    fn journal(&self, state: &mut State, seq: u64, text: Utf8Bytes) {
+    fn journal(&self, state: &mut State, seq: u64, text: &str) {
         let len = text.len();
-        state.events.push_back((seq, text));
+        state.events.push(seq, text);
         state.bytes += len;
         self.journals.bytes.fetch_add(len, Ordering::Relaxed);
         while state.bytes > JOURNAL_BYTES
             || (self.journals.bytes() > TOTAL_JOURNAL_BYTES && state.events.len() > 1)
         {
-            let Some((old, text)) = state.events.pop_front() else {
+            let Some((old, len)) = state.events.pop_front() else {
                 break;
             };
-            state.bytes -= text.len();
-            self.journals.bytes.fetch_sub(text.len(), Ordering::Relaxed);
+            state.bytes -= len;
+            self.journals.bytes.fetch_sub(len, Ordering::Relaxed);
             if old > state.acked {
                 state.lost = state.lost.max(old);
             }
@@ -446,10 +449,10 @@ impl Stream {
                 tracing::warn!(session = %store.session, "journal not trimmed: {e}");
             }
         }
-        while state.events.front().is_some_and(|(s, _)| *s <= seq) {
-            if let Some((_, text)) = state.events.pop_front() {
-                state.bytes -= text.len();
-                self.journals.bytes.fetch_sub(text.len(), Ordering::Relaxed);
+        while state.events.first().is_some_and(|s| s <= seq) {
+            if let Some((_, len)) = state.events.pop_front() {
+                state.bytes -= len;
+                self.journals.bytes.fetch_sub(len, Ordering::Relaxed);
             }
         }
     }
@@ -472,7 +475,7 @@ impl Stream {
                 return Err(Resync::Gap);
             }
             // Everything after the cursor must still be here.
-            let first = state.events.front().map_or(state.next, |(s, _)| *s);
+            let first = state.events.first().unwrap_or(state.next);
             if cursor.saturating_add(1) < first {
                 return Err(if state.lost > cursor {
                     Resync::Overflow
@@ -483,8 +486,8 @@ impl Stream {
             // And in one run, up to the last number given: a replay is
             // the client's events in order or nothing.
             let mut expected = cursor.saturating_add(1);
-            for (seq, _) in state.events.iter().filter(|(s, _)| *s > cursor) {
-                if *seq != expected {
+            for seq in state.events.seqs().filter(|s| *s > cursor) {
+                if seq != expected {
                     return Err(Resync::Gap);
                 }
                 expected += 1;
@@ -508,8 +511,10 @@ impl Stream {
                 .await;
         }
         if let Some(cursor) = cursor {
-            for (_, text) in state.events.iter().filter(|(s, _)| *s > cursor) {
-                outbox.send(Message::Text(text.clone())).await;
+            let replay: Vec<(u64, String)> =
+                state.events.texts_from(cursor.saturating_add(1)).collect();
+            for (_, text) in replay {
+                outbox.send(Message::text(text)).await;
             }
         }
         let previous = state.attached.replace((generation, outbox)).map(|(_, o)| o);
@@ -590,23 +595,25 @@ impl Stream {
     }
 
     /// The fence the chunk `key` was first appended at, if it is recent.
-    pub(crate) async fn fence_of(&self, key: &Id) -> Option<(u64, u64)> {
-        self.state.lock().await.fences.get(key).copied()
+    pub(crate) fn fence_of(&self, key: &Id) -> Option<(u64, u64)> {
+        let fences = self.fences.lock().unwrap_or_else(PoisonError::into_inner);
+        fences.by_key.get(key).copied()
     }
 
     /// Remembers the fence the chunk `key` was appended at.
-    pub(crate) async fn remember_fence(&self, key: Id, fence: (u64, u64)) {
-        let mut state = self.state.lock().await;
-        if state.fences.contains_key(&key) {
+    pub(crate) fn remember_fence(&self, key: Id, fence: (u64, u64)) {
+        let mut fences = self.fences.lock().unwrap_or_else(PoisonError::into_inner);
+        let Fences { by_key, order } = &mut *fences;
+        if by_key.contains_key(&key) {
             return;
         }
-        if state.fence_order.len() == FENCES {
-            if let Some(old) = state.fence_order.pop_front() {
-                state.fences.remove(&old);
+        if order.len() == FENCES {
+            if let Some(old) = order.pop_front() {
+                by_key.remove(&old);
             }
         }
-        state.fences.insert(key.clone(), fence);
-        state.fence_order.push_back(key);
+        by_key.insert(key.clone(), fence);
+        order.push_back(key);
     }
 
     /// Whether a response is in progress.
@@ -624,5 +631,6 @@ impl Stream {
 /// A `session.update`'s `session` object, kept to echo.
 pub(crate) type SessionConfig = Map<String, Value>;
 
+mod journal;
 #[cfg(test)]
 mod tests;
