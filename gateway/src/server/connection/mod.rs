@@ -11,6 +11,7 @@
 mod admin;
 mod opening;
 mod realtime;
+mod resuming;
 mod storing;
 
 use std::sync::{Arc, Mutex};

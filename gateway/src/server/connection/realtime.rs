@@ -43,7 +43,7 @@ pub(crate) struct Rt {
 impl Rt {
     /// The state of a session just opened or resumed on this socket, at
     /// the session's `(epoch, turn)`.
-    fn new(
+    pub(super) fn new(
         stream: Arc<Stream>,
         attachment: u64,
         (epoch, turn): (u64, u64),
@@ -139,7 +139,7 @@ impl Connection {
     /// Sends `event` to this socket alone, outside the session's stream:
     /// an answer on a socket that holds no session, or one about the
     /// attachment (`session.moved`, `session.resync_required`).
-    async fn unnumbered(&self, event: &Value) {
+    pub(super) async fn unnumbered(&self, event: &Value) {
         self.outbox
             .send(tokio_tungstenite::tungstenite::Message::text(
                 event.to_string(),
@@ -346,7 +346,7 @@ impl Connection {
 
     /// On a node of a cluster: the stream stores its journal in the
     /// directory, fenced by the incarnation this node holds the session at.
-    async fn store_journal(&self, stream: &Stream, held: &super::Held) {
+    pub(super) async fn store_journal(&self, stream: &Stream, held: &super::Held) {
         if let Some(node) = &self.shared.node {
             stream
                 .store_in(Store {
@@ -375,132 +375,6 @@ impl Connection {
         let session = realtime::session_object(&id, rt.epoch, rt.turn, &rt.config);
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;
-    }
-
-    /// `session.resume`: the native resume, then the stream replays what
-    /// the client missed and the socket it replaced is told.
-    async fn rt_resume(&mut self, session_id: String, token: String, cursor: u64) {
-        if self.rt.is_some() {
-            let e = RealtimeError::invalid(
-                "already_open",
-                "this connection holds a session; one session per connection",
-                None,
-            );
-            self.rt_send(vec![e.to_value()]).await;
-            return;
-        }
-        let opened = self.open(Some(session_id), Some(token)).await;
-        let ServerEvent::Opened {
-            session_id,
-            incarnation,
-            epoch,
-            turn,
-            resume_token,
-            ..
-        } = opened
-        else {
-            if let Some(e) = Self::rt_error(&opened, None) {
-                self.rt_send(vec![e]).await;
-            }
-            return;
-        };
-        let Some(held) = self.bound.clone() else {
-            return;
-        };
-        // A session without a stream here was taken over from another
-        // node of a cluster (its stream is rebuilt from the journal that
-        // node stored) or opened in the native dialect (no journal: a
-        // cursor after 0 cannot be served).
-        // On a node of a cluster the stored journal is the truth. A stream
-        // here is kept only if it is that journal: it has stored every
-        // event it numbered, at the incarnation this node holds the
-        // session at now (a session that moved away and back has a new
-        // one; a stream whose write failed numbered events the store
-        // lacks). Any other stream here is stale, and is replaced.
-        let known = self.shared.journals.get(&held.session);
-        let mut restored = false;
-        let stream = match (known, &self.shared.node) {
-            (known, Some(node)) => match node.directory.journal(held.session.as_str()).await {
-                Ok(stored) => {
-                    let stored_last = stored.last().map_or(0, |(seq, _)| *seq);
-                    let current = match &known {
-                        Some(stream) => {
-                            stream.stores_at(held.incarnation).await
-                                && (stored.is_empty() || stream.position().await.0 == stored_last)
-                        }
-                        None => false,
-                    };
-                    match known {
-                        Some(stream) if current => stream,
-                        _ => {
-                            restored = true;
-                            self.shared.journals.remove(&held.session).await;
-                            self.shared.journals.restore(&held.session, stored)
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(session = %held.session, "stored journal not read: {e}");
-                    known.unwrap_or_else(|| self.shared.journals.stream(&held.session))
-                }
-            },
-            (Some(stream), None) => stream,
-            (None, None) => self.shared.journals.stream(&held.session),
-        };
-        self.store_journal(&stream, &held).await;
-        let (last, _) = stream.position().await;
-        let head = |generation: u64| {
-            json!({
-                "type": "session.resumed",
-                "session_id": session_id,
-                "incarnation": incarnation,
-                "attachment_generation": generation,
-                "resume_token": resume_token,
-                "last_server_event_seq": last,
-            })
-        };
-        match stream
-            .attach(self.outbox.clone(), Some(cursor), Some(head))
-            .await
-        {
-            Ok((attachment, replaced)) => {
-                if let Some(old) = replaced {
-                    let note = json!({"type": "session.replaced", "session_id": session_id, "attachment_generation": attachment - 1});
-                    old.send(tokio_tungstenite::tungstenite::Message::text(
-                        note.to_string(),
-                    ))
-                    .await;
-                }
-                // The responses the old node had in progress died with
-                // its engine (the takeover released their requests).
-                if restored {
-                    stream.fail_live("node_lost").await;
-                }
-                self.rt = Some(Rt::new(
-                    stream,
-                    attachment,
-                    (epoch, turn),
-                    false,
-                    Map::new(),
-                ));
-            }
-            Err(why) => {
-                tracing::debug!(
-                    session = %held.session,
-                    cursor,
-                    last,
-                    restored,
-                    "resume refused: {}",
-                    why.reason()
-                );
-                let note = json!({"type": "session.resync_required", "session_id": session_id, "reason": why.reason()});
-                self.unnumbered(&note).await;
-                // The socket holds no session then (the one resumed is left
-                // detached, to expire): the client opens a new one here.
-                self.dropped().await;
-                self.bound = None;
-            }
-        }
     }
 
     async fn rt_heartbeat(&mut self) {
