@@ -3,15 +3,17 @@
 //!
 //! An event is copied in as it is sent (the message keeps its own buffer,
 //! freed once written), and an acknowledgement drops a run of events by
-//! moving the ring's start: journaling costs no allocation once the ring
-//! has grown to the session's usual backlog, and trimming frees nothing.
+//! moving the ring's start: journaling costs no allocation of its own (the
+//! ring grows by doubling), and trimming frees nothing.
 //! Only a replay makes texts again.
 
 use std::collections::VecDeque;
 
-/// Capacity a ring keeps once emptied; a bigger one (a backlog that grew
-/// while the client was away) is given back.
-const KEEP: usize = 64 * 1024;
+/// Capacity a ring keeps once emptied (about 16 events); a bigger one is
+/// given back, so a session that went quiet holds no more than this. A
+/// streaming session whose client acknowledges every 64 events grows it
+/// again each time, a few reallocations per 64 events.
+const KEEP: usize = 4 * 1024;
 
 /// The journaled events of one session, oldest first.
 #[derive(Debug, Default)]
