@@ -374,7 +374,7 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
 }
 
 /// The full decoder: the message as a JSON tree, every field checked.
-fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
+pub(crate) fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
     if text.len() > MAX_MESSAGE {
         return Err(RealtimeError::invalid(
             "too_large",

@@ -95,14 +95,19 @@ impl Connection {
         let events_in = &self.shared.metrics.realtime.events_in;
         // A chunk is answered from the message itself: its audio is
         // decoded from where it lies, never copied out first.
-        if let Some(HotEvent::Append { event_id, audio }) = realtime::decode_hot(text) {
-            events_in.bump("input_audio_buffer.append");
-            if !self.told_moved().await {
-                self.rt_append(event_id.as_deref(), &audio).await;
+        // The message is parsed once: the fast path, or else the tree.
+        let decoded = match realtime::decode_hot(text) {
+            Some(HotEvent::Append { event_id, audio }) => {
+                events_in.bump("input_audio_buffer.append");
+                if !self.told_moved().await {
+                    self.rt_append(event_id.as_deref(), &audio).await;
+                }
+                return;
             }
-            return;
-        }
-        match realtime::decode(text) {
+            Some(hot) => Ok(hot.into_owned()),
+            None => realtime::decode_tree(text),
+        };
+        match decoded {
             Ok(event) => {
                 events_in.bump(event.name());
                 self.on_realtime_event(event).await;
