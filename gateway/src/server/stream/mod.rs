@@ -16,7 +16,7 @@
 //! them make a later resume from an older cursor impossible, which is
 //! answered `session.resync_required`, never a silent gap.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::protocol::realtime::{self, ResponseIds};
 use crate::server::outbox::Outbox;
+use fences::Fences;
 use journal::Journal;
 
 /// The most journal bytes one session keeps (about 3,000 text deltas).
@@ -87,24 +88,6 @@ struct State {
     /// The batch being emitted, kept between emits so that numbering one
     /// costs no allocation (an emit cancelled mid-batch leaves a new one).
     batch: Vec<(u64, Utf8Bytes)>,
-}
-
-/// How many chunks' fences a session remembers (more than a client
-/// retransmits after a reconnect).
-const FENCES: usize = 64;
-
-/// The fence `(epoch, turn)` each recent chunk was first appended at, by
-/// its key: a retransmission keeps it (so one sent again after a barge-in,
-/// which clears the core's idempotency cache, is refused as stale, not
-/// applied again). Keyed by the core's id of the chunk, which lives
-/// inline: a chunk remembered costs no allocation. Apart from the stream's
-/// state, under a lock never held across an await: a chunk takes no turn
-/// on the stream's queue for it.
-#[derive(Debug, Default)]
-struct Fences {
-    by_key: HashMap<Id, (u64, u64)>,
-    /// The keys, oldest first (the oldest goes when full).
-    order: VecDeque<Id>,
 }
 
 /// The directory a node stores a session's journal in, and the
@@ -595,25 +578,17 @@ impl Stream {
     }
 
     /// The fence the chunk `key` was first appended at, if it is recent.
+    /// Apart from the stream's state, under a lock never held across an
+    /// await: a chunk takes no turn on the stream's queue for it.
     pub(crate) fn fence_of(&self, key: &Id) -> Option<(u64, u64)> {
         let fences = self.fences.lock().unwrap_or_else(PoisonError::into_inner);
-        fences.by_key.get(key).copied()
+        fences.get(key)
     }
 
     /// Remembers the fence the chunk `key` was appended at.
     pub(crate) fn remember_fence(&self, key: Id, fence: (u64, u64)) {
         let mut fences = self.fences.lock().unwrap_or_else(PoisonError::into_inner);
-        let Fences { by_key, order } = &mut *fences;
-        if by_key.contains_key(&key) {
-            return;
-        }
-        if order.len() == FENCES {
-            if let Some(old) = order.pop_front() {
-                by_key.remove(&old);
-            }
-        }
-        by_key.insert(key.clone(), fence);
-        order.push_back(key);
+        fences.remember(key, fence);
     }
 
     /// Whether a response is in progress.
@@ -631,6 +606,7 @@ impl Stream {
 /// A `session.update`'s `session` object, kept to echo.
 pub(crate) type SessionConfig = Map<String, Value>;
 
+mod fences;
 mod journal;
 #[cfg(test)]
 mod tests;
