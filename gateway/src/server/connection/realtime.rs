@@ -440,18 +440,22 @@ impl Connection {
         // the stream remembers).
         // A key the core refuses has no fence to keep: the append below
         // answers it with the core's error.
-        let stream = Arc::clone(&rt.stream);
+        // The stream is borrowed on either side of the append, not cloned
+        // across it: its count shares a cache line with the lock the
+        // engine's task takes, and a chunk would pay for that line twice.
         let key = duplex_core::Id::new(&op).ok();
-        let first = key.as_ref().and_then(|key| stream.fence_of(key));
+        let first = key.as_ref().and_then(|key| rt.stream.fence_of(key));
         let (epoch, turn) = first.unwrap_or((rt.epoch, rt.turn));
         let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
         self.audio = chunk;
         // An append is answered by nothing in this dialect.
         if let ServerEvent::Appended { duplicate, .. } = answer {
-            if let (false, Some(key)) = (duplicate, key) {
-                stream.remember_fence(key, (epoch, turn));
-            }
+            // The connection's events run one at a time: the session the
+            // append went to is still the one this socket holds.
             if let Some(rt) = self.rt.as_mut() {
+                if let (false, Some(key)) = (duplicate, key) {
+                    rt.stream.remember_fence(key, (epoch, turn));
+                }
                 rt.pending = true;
                 rt.core_turn = rt.core_turn.max(turn);
             }
