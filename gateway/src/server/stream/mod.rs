@@ -334,8 +334,9 @@ impl Stream {
                 }
             }
         }
+        // The socket's outbox is borrowed, not cloned (a clone is a channel
+        // sender and three counts: ten atomic operations an emit).
         if let Some((_, outbox)) = &state.attached {
-            let outbox = outbox.clone();
             for (seq, text) in numbered.drain(..) {
                 outbox.send(Message::Text(text)).await;
                 state.unsent = Some(seq + 1);
@@ -362,7 +363,6 @@ impl Stream {
         }
         let Some(from) = state.unsent else { return };
         if let Some((_, outbox)) = &state.attached {
-            let outbox = outbox.clone();
             let pending: Vec<(u64, String)> = state.events.texts_from(from).collect();
             if pending.first().is_some_and(|(seq, _)| *seq != from) {
                 // Evicted meanwhile: this socket cannot be made whole. It
@@ -513,6 +513,7 @@ impl Stream {
             .is_some_and(|(g, _)| *g == generation)
         {
             state.attached = None;
+            state.events.spare();
         }
     }
 
