@@ -108,8 +108,12 @@ impl Client {
                 self.seq = seq;
                 if seq >= self.acked + ACK_EVERY {
                     self.acked = seq;
+                    // Queued, not flushed: it leaves with the client's next
+                    // event, in the same write, as a client that batches its
+                    // writes sends it (an acknowledgement only trims the
+                    // journal, so a late one costs the gateway nothing).
                     let ack = json!({"type": "session.event_ack", "server_event_seq": seq});
-                    self.send(Message::text(ack.to_string())).await?;
+                    self.feed(Message::text(ack.to_string())).await?;
                 }
             }
             let replayed = peek

@@ -19,11 +19,11 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-pub(crate) use server::numberable;
 pub use server::{
     capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
     text_delta, ResponseIds,
 };
+pub(crate) use server::{numberable, numberable_copy};
 
 use super::MAX_MESSAGE;
 

@@ -288,6 +288,15 @@ pub(crate) fn numberable(event: &Value) -> String {
     with_room(event)
 }
 
+/// A copy of the rendered event `text`, with [`SEQ_ROOM`] bytes free
+/// after it: an answer rendered once and sent many times (a session's
+/// `session.heartbeat_ack`) is numbered without a reallocation.
+pub(crate) fn numberable_copy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + SEQ_ROOM);
+    out.push_str(text);
+    out
+}
+
 /// `value`'s JSON text with [`SEQ_ROOM`] bytes free after it; empty for
 /// a value that does not serialise (every event here does: its fields
 /// are strings, numbers, bools, nulls and sequences of those).

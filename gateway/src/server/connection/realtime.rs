@@ -38,6 +38,9 @@ pub(crate) struct Rt {
     config: SessionConfig,
     /// Chunks appended without an `event_id`, for their server-made keys.
     anonymous: u64,
+    /// This session's `session.heartbeat_ack`, rendered at the first
+    /// heartbeat and copied for each one after (it never changes).
+    heartbeat_ack: String,
 }
 
 impl Rt {
@@ -61,6 +64,7 @@ impl Rt {
             auto_response,
             config,
             anonymous: 0,
+            heartbeat_ack: String::new(),
         }
     }
 }
@@ -383,7 +387,7 @@ impl Connection {
     }
 
     async fn rt_heartbeat(&mut self) {
-        let (Some(held), Some(rt)) = (self.bound.as_ref(), self.rt.as_ref()) else {
+        let (Some(held), Some(rt)) = (self.bound.as_ref(), self.rt.as_mut()) else {
             self.rt_send(vec![Self::no_session(None)]).await;
             return;
         };
@@ -394,13 +398,11 @@ impl Connection {
         });
         let refusal = match touched {
             Some(Ok(())) => {
-                rt.stream
-                    .answer(
-                        rt.attachment,
-                        &self.outbox,
-                        [realtime::heartbeat_ack(&held.client_id)],
-                    )
-                    .await;
+                if rt.heartbeat_ack.is_empty() {
+                    rt.heartbeat_ack = realtime::heartbeat_ack(&held.client_id);
+                }
+                let ack = realtime::numberable_copy(&rt.heartbeat_ack);
+                rt.stream.answer(rt.attachment, &self.outbox, [ack]).await;
                 return;
             }
             Some(Err(e)) => self.manager_error(&Error::from(e), None),
