@@ -38,16 +38,18 @@ pub(crate) struct Rt {
     config: SessionConfig,
     /// Chunks appended without an `event_id`, for their server-made keys.
     anonymous: u64,
-    /// This session's `session.heartbeat_ack`, rendered at the first
-    /// heartbeat and copied for each one after (it never changes).
+    /// This session's `session.heartbeat_ack`, rendered once and copied
+    /// for each heartbeat (it never changes).
     heartbeat_ack: String,
 }
 
 impl Rt {
     /// The state of a session just opened or resumed on this socket, at
-    /// the session's `(epoch, turn)`.
+    /// the session's `(epoch, turn)`; `client_id` is the id its client
+    /// knows it by.
     pub(super) fn new(
         stream: Arc<Stream>,
+        client_id: &str,
         attachment: u64,
         (epoch, turn): (u64, u64),
         auto_response: bool,
@@ -64,7 +66,7 @@ impl Rt {
             auto_response,
             config,
             anonymous: 0,
-            heartbeat_ack: String::new(),
+            heartbeat_ack: realtime::heartbeat_ack(client_id),
         }
     }
 }
@@ -339,7 +341,14 @@ impl Connection {
         };
         let auto = auto_response(&config).unwrap_or(false);
         let session = realtime::session_object(&session_id, epoch, turn, &config);
-        self.rt = Some(Rt::new(stream, attachment, (epoch, turn), auto, config));
+        self.rt = Some(Rt::new(
+            stream,
+            &held.client_id,
+            attachment,
+            (epoch, turn),
+            auto,
+            config,
+        ));
         self.rt_send(vec![
             json!({
                 "type": "session.created",
@@ -387,7 +396,7 @@ impl Connection {
     }
 
     async fn rt_heartbeat(&mut self) {
-        let (Some(held), Some(rt)) = (self.bound.as_ref(), self.rt.as_mut()) else {
+        let (Some(held), Some(rt)) = (self.bound.as_ref(), self.rt.as_ref()) else {
             self.rt_send(vec![Self::no_session(None)]).await;
             return;
         };
@@ -398,9 +407,6 @@ impl Connection {
         });
         let refusal = match touched {
             Some(Ok(())) => {
-                if rt.heartbeat_ack.is_empty() {
-                    rt.heartbeat_ack = realtime::heartbeat_ack(&held.client_id);
-                }
                 let ack = realtime::numberable_copy(&rt.heartbeat_ack);
                 rt.stream.answer(rt.attachment, &self.outbox, [ack]).await;
                 return;

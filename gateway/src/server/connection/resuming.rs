@@ -113,6 +113,7 @@ impl Connection {
                 }
                 self.rt = Some(Rt::new(
                     stream,
+                    &held.client_id,
                     attachment,
                     (epoch, turn),
                     false,
