@@ -191,10 +191,14 @@ impl Audit {
     }
 
     pub(crate) fn push(&self, session: &str, applied: Applied) {
-        self.shard(session)
-            .entry(session.to_owned())
-            .or_default()
-            .push(applied);
+        let mut shard = self.shard(session);
+        // The session's own log, found by a borrowed key: only a session's
+        // first chunk copies its id.
+        if let Some(log) = shard.get_mut(session) {
+            log.push(applied);
+        } else {
+            shard.insert(session.to_owned(), vec![applied]);
+        }
     }
 
     /// At most `max` entries of `session` from `from`, and where the next

@@ -292,12 +292,20 @@ struct Hot<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
-    event_id: Option<Cow<'a, str>>,
+    event_id: Option<Text<'a>>,
     #[serde(default, borrow)]
-    audio: Option<Cow<'a, str>>,
+    audio: Option<Text<'a>>,
     #[serde(default)]
     server_event_seq: Option<u64>,
 }
+
+/// A string field that borrows from the message unless it has escapes.
+/// serde borrows a `Cow<str>` only where it is the field's own type; an
+/// `Option<Cow<str>>` would be copied every time (the chunk's audio
+/// included).
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// One of the frequent events, its strings borrowed from the message
 /// where they need no unescaping: what a connection answers without
@@ -338,18 +346,15 @@ pub(crate) fn decode_hot(text: &str) -> Option<HotEvent<'_>> {
         return None;
     }
     let hot: Hot<'_> = serde_json::from_str(text).ok()?;
-    if hot
-        .event_id
-        .as_ref()
-        .is_some_and(|id| id.len() > MAX_EVENT_ID)
-    {
+    let event_id = hot.event_id.map(|Text(id)| id);
+    if event_id.as_ref().is_some_and(|id| id.len() > MAX_EVENT_ID) {
         return None;
     }
     match hot.kind.as_ref() {
         "input_audio_buffer.append" | "input.audio.append" | "push_chunk" => {
             Some(HotEvent::Append {
-                event_id: hot.event_id,
-                audio: hot.audio?,
+                event_id,
+                audio: hot.audio?.0,
             })
         }
         "session.heartbeat" => Some(HotEvent::Heartbeat),

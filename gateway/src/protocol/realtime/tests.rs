@@ -82,3 +82,31 @@ fn frequent_events_take_the_fast_path() {
         assert_eq!(decode(text), decode_tree(text));
     }
 }
+
+/// A chunk's `event_id` and audio are read in place from the message, not
+/// copied (the audio is most of a chunk's bytes); only a string with
+/// escapes is unescaped into a copy, with the same value.
+#[test]
+fn a_chunk_is_decoded_without_copying_its_strings() {
+    use std::borrow::Cow;
+
+    let text = r#"{"type":"input_audio_buffer.append","event_id":"chunk-7","audio":"AAECAw=="}"#;
+    let Some(super::HotEvent::Append { event_id, audio }) = super::decode_hot(text) else {
+        panic!("not decoded as an append: {text}");
+    };
+    assert!(
+        matches!(event_id, Some(Cow::Borrowed("chunk-7"))),
+        "{event_id:?}"
+    );
+    assert!(matches!(audio, Cow::Borrowed("AAECAw==")), "{audio:?}");
+
+    let escaped =
+        r#"{"type":"input_audio_buffer.append","event_id":"a\"b","audio":"AA\u003d\u003d"}"#;
+    let Some(super::HotEvent::Append { event_id, audio }) = super::decode_hot(escaped) else {
+        panic!("not decoded as an append: {escaped}");
+    };
+    assert_eq!(
+        (event_id.as_deref(), audio.as_ref()),
+        (Some("a\"b"), "AA==")
+    );
+}

@@ -42,10 +42,18 @@ const RESPONSE_STAGE: u32 = 0;
 struct Held {
     /// The id the manager knows it by (scoped to the principal).
     session: Id,
-    /// The id the client knows it by.
-    client_id: String,
+    /// The id the client knows it by (shared: a chunk's append takes its
+    /// own copy of what the connection holds, and copies no string).
+    client_id: Arc<str>,
     incarnation: u64,
     generation: u64,
+}
+
+/// A chunk the session applied (or had applied already: `duplicate`).
+struct Applied {
+    seq: u64,
+    turn_seq: u64,
+    duplicate: bool,
 }
 
 impl Held {
@@ -296,7 +304,7 @@ impl Connection {
         }
         Some(match &self.bound {
             Some(held) => ServerEvent::Moved {
-                session_id: held.client_id.clone(),
+                session_id: held.client_id.to_string(),
             },
             None => self.refusal(
                 "unavailable",
@@ -323,32 +331,44 @@ impl Connection {
             self.audio = chunk;
             return self.refusal(e.kind(), e.to_string(), ev);
         }
-        let answer = self.append_chunk(held, event_id, epoch, turn, &chunk).await;
+        let applied = match self.id(&event_id, ev) {
+            Ok(op) => self.append_chunk(held, &op, epoch, turn, &chunk).await,
+            Err(e) => Err(e),
+        };
         self.audio = chunk;
-        answer
+        match applied {
+            Ok(Applied {
+                seq,
+                turn_seq,
+                duplicate,
+            }) => ServerEvent::Appended {
+                event_id,
+                seq,
+                turn_seq,
+                duplicate,
+            },
+            Err(refusal) => refusal,
+        }
     }
 
-    /// Appends one decoded chunk under `event_id` (its idempotency key, an
-    /// id of the core's size) at `(epoch, turn)`.
+    /// Appends one decoded chunk under `op` (its idempotency key) at
+    /// `(epoch, turn)`; the refusal, in the native dialect, if it is not
+    /// applied.
     async fn append_chunk(
         &mut self,
         held: Held,
-        event_id: String,
+        op: &Id,
         epoch: u64,
         turn: u64,
         chunk: &[u8],
-    ) -> ServerEvent {
+    ) -> Result<Applied, ServerEvent> {
         let since = std::time::Instant::now();
-        let ev = Some(event_id.as_str());
-        let op = match self.id(&event_id, ev) {
-            Ok(op) => op,
-            Err(e) => return e,
-        };
+        let ev = Some(op.as_str());
         let fence = held.fence(epoch, turn);
         let audit = self.shared.audit.as_ref();
         let applied = self.shared.manager.with_open(&held.session, |s, now| {
             s.check_generation(held.generation)?;
-            if let Some(r) = s.completed(&fence, &op, AUDIO, Finality::Partial)? {
+            if let Some(r) = s.completed(&fence, op, AUDIO, Finality::Partial)? {
                 let at = |i: usize| r.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
                 let cached = Appended {
                     seq: at(0),
@@ -363,15 +383,18 @@ impl Connection {
             // completed-append cache's results table.
             s.touch(&fence, Activity::Append, now)?;
             let results = [a.seq, a.turn_seq].map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-            s.record_completed(&fence, &op, AUDIO, Finality::Partial, &results)?;
+            s.record_completed(&fence, op, AUDIO, Finality::Partial, &results)?;
             if let Some(audit) = audit {
-                audit.push(held.session.as_str(), (epoch, a.seq, event_id.clone()));
+                audit.push(
+                    held.session.as_str(),
+                    (epoch, a.seq, op.as_str().to_owned()),
+                );
             }
             Ok::<_, CoreError>((a, false))
         });
         match applied {
-            None => self.not_open(&held, ev).await,
-            Some(Err(e)) => self.manager_error(&Error::from(e), ev),
+            None => Err(self.not_open(&held, ev).await),
+            Some(Err(e)) => Err(self.manager_error(&Error::from(e), ev)),
             Some(Ok((a, duplicate))) => {
                 // The stand-in engine would consume the audio here.
                 let _ = chunk;
@@ -379,12 +402,10 @@ impl Connection {
                 // not have been.
                 let mut changes = Changes::default();
                 if !duplicate && self.shared.node.is_some() {
-                    changes
-                        .applied
-                        .push(format!("{epoch}:{}:{event_id}", a.seq));
+                    changes.applied.push(format!("{epoch}:{}:{op}", a.seq));
                 }
                 if let Some(refusal) = self.stored(&held.session, changes, ev).await {
-                    return refusal;
+                    return Err(refusal);
                 }
                 bump(if duplicate {
                     &self.shared.stats.duplicates
@@ -392,12 +413,11 @@ impl Connection {
                     &self.shared.stats.appended
                 });
                 self.shared.metrics.appended(since);
-                ServerEvent::Appended {
-                    event_id,
+                Ok(Applied {
                     seq: a.seq,
                     turn_seq: a.turn_seq,
                     duplicate,
-                }
+                })
             }
         }
     }
@@ -590,7 +610,7 @@ impl Connection {
                     return refusal;
                 }
                 ServerEvent::Closed {
-                    session_id: held.client_id,
+                    session_id: held.client_id.to_string(),
                     request_ids,
                 }
             }
@@ -603,7 +623,7 @@ impl Connection {
         let held = self.bound.as_ref()?;
         self.shared.node.as_ref()?;
         Some(ServerEvent::Moved {
-            session_id: held.client_id.clone(),
+            session_id: held.client_id.to_string(),
         })
     }
 

@@ -167,7 +167,7 @@ impl Connection {
         let resume_token = self.shared.keys.token(session.as_str(), owner, next);
         self.bound = Some(Held {
             session,
-            client_id: session_id.clone(),
+            client_id: session_id.as_str().into(),
             incarnation: fence.incarnation,
             generation: next,
         });
@@ -228,7 +228,7 @@ impl Connection {
                 bump(&self.shared.stats.opened);
                 self.bound = Some(Held {
                     session: session.clone(),
-                    client_id: session_id.clone(),
+                    client_id: session_id.as_str().into(),
                     incarnation: 0,
                     generation: 0,
                 });

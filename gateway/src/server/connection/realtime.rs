@@ -4,6 +4,7 @@
 //! every answer goes out through the session's stream (numbered and
 //! journaled; `server::stream`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use duplex_core::Activity;
@@ -11,7 +12,7 @@ use duplex_std::Error;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::Connection;
+use super::{Applied, Connection};
 use crate::protocol::realtime::{self, error_for, HotEvent, RealtimeError, RealtimeEvent};
 use crate::protocol::ServerEvent;
 use crate::server::stream::{SessionConfig, Store, Stream};
@@ -74,9 +75,9 @@ impl Rt {
 /// The core's id for a client's `event_id`: the id itself when it fits the
 /// core's ids (32 bytes), else `h` and 31 hex digits of its SHA-256 (so
 /// ids up to [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
-fn operation_id(event_id: &str) -> String {
+fn operation_id(event_id: &str) -> Cow<'_, str> {
     if event_id.len() <= duplex_core::profile::conformance::ID_LEN {
-        return event_id.to_owned();
+        return Cow::Borrowed(event_id);
     }
     let digest = Sha256::digest(event_id.as_bytes());
     let hex = digest.iter().fold(String::with_capacity(64), |mut out, b| {
@@ -84,7 +85,10 @@ fn operation_id(event_id: &str) -> String {
         let _ = write!(out, "{b:02x}");
         out
     });
-    format!("h{}", &hex[..duplex_core::profile::conformance::ID_LEN - 1])
+    Cow::Owned(format!(
+        "h{}",
+        &hex[..duplex_core::profile::conformance::ID_LEN - 1]
+    ))
 }
 
 /// `extra_body.auto_response` of a `session` object.
@@ -388,7 +392,7 @@ impl Connection {
         let id = self
             .bound
             .as_ref()
-            .map(|h| h.client_id.clone())
+            .map(|h| h.client_id.to_string())
             .unwrap_or_default();
         let session = realtime::session_object(&id, rt.epoch, rt.turn, &rt.config);
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
@@ -439,38 +443,49 @@ impl Connection {
             operation_id(id)
         } else {
             rt.anonymous += 1;
-            format!("~{}.{}", rt.attachment, rt.anonymous)
+            Cow::Owned(format!("~{}.{}", rt.attachment, rt.anonymous))
+        };
+        let connection_fence = (rt.epoch, rt.turn);
+        let key = match self.id(&op, Some(&op)) {
+            Ok(key) => key,
+            Err(refusal) => {
+                self.audio = chunk;
+                if let Some(e) = Self::rt_error(&refusal, event_id) {
+                    self.rt_send(vec![e]).await;
+                }
+                return;
+            }
         };
         // A chunk sent again keeps the fence of its first send: the core
         // answers it from the idempotency cache, or refuses it as stale
         // once the session has moved past that fence (never applies it
         // again under a newer one; a barge-in clears the core's cache, so
         // the stream remembers).
-        // A key the core refuses has no fence to keep: the append below
-        // answers it with the core's error.
         // The stream is borrowed on either side of the append, not cloned
         // across it: its count shares a cache line with the lock the
         // engine's task takes, and a chunk would pay for that line twice.
-        let key = duplex_core::Id::new(&op).ok();
-        let first = key.as_ref().and_then(|key| rt.stream.fence_of(key));
-        let (epoch, turn) = first.unwrap_or((rt.epoch, rt.turn));
-        let answer = self.append_chunk(held, op, epoch, turn, &chunk).await;
+        let first = self.rt.as_ref().and_then(|rt| rt.stream.fence_of(&key));
+        let (epoch, turn) = first.unwrap_or(connection_fence);
+        let applied = self.append_chunk(held, &key, epoch, turn, &chunk).await;
         self.audio = chunk;
         // An append is answered by nothing in this dialect.
-        if let ServerEvent::Appended { duplicate, .. } = answer {
-            // The connection's events run one at a time: the session the
-            // append went to is still the one this socket holds.
-            if let Some(rt) = self.rt.as_mut() {
-                if let (false, Some(key)) = (duplicate, key) {
-                    rt.stream.remember_fence(key, (epoch, turn));
+        match applied {
+            Ok(Applied { duplicate, .. }) => {
+                // The connection's events run one at a time: the session the
+                // append went to is still the one this socket holds.
+                if let Some(rt) = self.rt.as_mut() {
+                    if !duplicate {
+                        rt.stream.remember_fence(key, (epoch, turn));
+                    }
+                    rt.pending = true;
+                    rt.core_turn = rt.core_turn.max(turn);
                 }
-                rt.pending = true;
-                rt.core_turn = rt.core_turn.max(turn);
             }
-            return;
-        }
-        if let Some(e) = Self::rt_error(&answer, event_id) {
-            self.rt_send(vec![e]).await;
+            Err(refusal) => {
+                if let Some(e) = Self::rt_error(&refusal, event_id) {
+                    self.rt_send(vec![e]).await;
+                }
+            }
         }
     }
 

@@ -18,7 +18,7 @@ impl Connection {
         {
             // Detached by the drain between the check above and the lock.
             return ServerEvent::Moved {
-                session_id: held.client_id.clone(),
+                session_id: held.client_id.to_string(),
             };
         }
         match self
