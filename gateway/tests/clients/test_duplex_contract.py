@@ -192,6 +192,10 @@ def test_errors_in_the_contracts_shape(gateway):
         no_session = await c.recv()
         await c.send({"type": "session.update", "session": {"session_id": "call-err"}})
         await c.until("session.updated")
+        # A chunk whose event_id is no idempotency key (empty) is refused
+        # and changes nothing: the commit after it still finds no audio.
+        await c.send({"type": "input_audio_buffer.append", "event_id": "", "audio": CHUNK})
+        keyless = await c.recv()
         await c.send({"type": "input_audio_buffer.commit", "event_id": "empty"})
         empty = await c.recv()
         await c.send({"type": "barge_in"})
@@ -202,9 +206,10 @@ def test_errors_in_the_contracts_shape(gateway):
         truncated = await c.recv()
         await c.send({"type": "session.close"})
         closed = await c.until("session.closed")
-        return no_session, empty, barge, ack, truncated, closed
+        return no_session, keyless, empty, barge, ack, truncated, closed
 
-    no_session, empty, barge, ack, truncated, closed = run(talk())
+    no_session, keyless, empty, barge, ack, truncated, closed = run(talk())
+    assert keyless["error"]["code"] == "invalid_id" and keyless["error"]["event_id"] == "", keyless
     assert no_session["error"]["code"] == "no_session" and no_session["error"]["event_id"] == "early"
     assert "server_event_seq" not in no_session
     assert empty["error"]["code"] == "input_audio_buffer_commit_empty" and empty["error"]["event_id"] == "empty"
