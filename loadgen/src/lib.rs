@@ -6,7 +6,9 @@
 //!
 //! Faults, each at a per-tick probability:
 //! - abrupt close (the socket dropped, no close frame), then a reconnect and
-//!   resume within grace, retransmitting the last 1–4 chunks sent;
+//!   resume within grace, retransmitting the last 1–4 chunks sent (the
+//!   chunks in flight on the dropped socket are acknowledged only if
+//!   retransmitted);
 //! - a reconnect after grace: the session expired, a new one is opened;
 //! - a resume with a used-up or forged token (refused), before the real one;
 //! - barge-in after a commit, then a late chunk of the cancelled epoch;
@@ -63,6 +65,15 @@ pub struct Config {
     pub auth_secret: Option<String>,
     /// The dialect the clients speak.
     pub dialect: Dialect,
+    /// How many chunks a client sends before it waits for their
+    /// acknowledgement: 1 waits on each chunk; 4 streams as a client that
+    /// keeps its retransmission window (4 chunks) in flight. The native
+    /// dialect answers every chunk, and the client reads the answers in
+    /// order; the realtime client sends its heartbeat after the window's
+    /// last chunk only. A turn's last chunk always waits (its commit comes
+    /// next), and so does the last before a message the gateway refuses.
+    /// The round trip measured is the waited-on chunk's.
+    pub window: std::num::NonZeroU32,
     /// For `wss://` gateways: the PEM certificate (or CA) to trust, the
     /// only one the clients accept.
     pub tls_ca: Option<std::path::PathBuf>,
@@ -80,8 +91,8 @@ pub enum Dialect {
     /// The gateway's own (`input.append` acknowledged with its seq).
     #[default]
     Native,
-    /// The realtime dialect on `/v1/realtime` (each chunk acknowledged by
-    /// the heartbeat answered after it).
+    /// The realtime dialect on `/v1/realtime` (the chunks in flight
+    /// acknowledged by the heartbeat answered after them).
     Realtime,
 }
 
@@ -112,6 +123,7 @@ impl Config {
             admin_token: None,
             auth_secret: None,
             dialect: Dialect::Native,
+            window: std::num::NonZeroU32::MIN,
             tls_ca: None,
         }
     }

@@ -6,6 +6,7 @@
 #[path = "../../gateway/tests/common/mod.rs"]
 mod common;
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use common::{audit_config, chunk, kind, next, reply, send, start, ADMIN};
@@ -465,4 +466,52 @@ async fn the_load_over_tls_loses_nothing() {
     let counters = server.await.expect("server task");
     assert_eq!(counters.appended, report.appended);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Clients that keep a window of chunks in flight, in either dialect:
+/// every fault still loses nothing and applies nothing twice; the gateway
+/// applied what the clients acknowledged, and beyond it at most the chunks
+/// in flight on the sockets they dropped; and the realtime client sends
+/// its heartbeat once a window, not once a chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_with_chunks_in_flight_lose_nothing_in_either_dialect() {
+    let window = NonZeroU32::new(4).expect("nonzero");
+    for dialect in [loadgen::Dialect::Native, loadgen::Dialect::Realtime] {
+        let (gw, url, stop, server) = start(audit_config()).await;
+        let mut config = loadgen::Config::new(url, 20, Duration::from_secs(3));
+        config.grace = Duration::from_secs(1);
+        config.admin_token = Some(ADMIN.into());
+        config.dialect = dialect;
+        config.window = window;
+        let report: Report = loadgen::run(config).await.expect("loopback url");
+        println!("{dialect:?}\n{}\n{}", report.detail(), report.line());
+        assert!(report.ok(), "{dialect:?}: {:?}", report.failures());
+        assert_eq!(
+            (report.lost, report.doubled, report.unexpected),
+            (0, 0, 0),
+            "{dialect:?}"
+        );
+        assert!(
+            report.appended > 500 && report.reconnects > 0 && report.duplicates > 0,
+            "{dialect:?}: {}",
+            report.line()
+        );
+        if dialect == loadgen::Dialect::Realtime {
+            // A heartbeat a chunk would be two messages a chunk.
+            assert!(report.events < report.appended * 7 / 4, "{}", report.line());
+        }
+        stop.send(()).expect("server running");
+        let counters = server.await.expect("server task");
+        let dropped = report.reconnects + report.failovers;
+        let unacknowledged = counters.appended - report.appended.min(counters.appended);
+        assert!(
+            counters.appended >= report.appended
+                && unacknowledged <= u64::from(window.get() - 1) * dropped,
+            "{dialect:?}: applied {} acknowledged {} over {dropped} dropped sockets",
+            counters.appended,
+            report.appended
+        );
+        assert_eq!(counters.requests_outstanding(), 0, "{}", counters.line());
+        assert_eq!(gw.sessions(), 0);
+    }
 }

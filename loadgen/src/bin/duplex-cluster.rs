@@ -109,6 +109,10 @@ struct Args {
     /// The dialect the load clients speak: native or realtime.
     #[arg(long, default_value = "native")]
     dialect: loadgen::Dialect,
+    /// Chunks a load client sends before it waits for their
+    /// acknowledgement (1: each chunk is waited on).
+    #[arg(long, default_value_t = std::num::NonZeroU32::MIN)]
+    window: std::num::NonZeroU32,
     /// Directory for the nodes' logs, kept (default: a fresh one under
     /// the system's temporary directory, removed after a run that passed).
     #[arg(long)]
@@ -388,6 +392,7 @@ async fn run(args: &Args, logs: PathBuf) -> Result<bool, String> {
         admin_token: Some(setup.admin_token.clone()),
         auth_secret: setup.auth_secret.clone(),
         dialect: args.dialect,
+        window: args.window,
         ..loadgen::Config::new("", args.clients, Duration::from_secs(args.duration_s))
     };
     let load = tokio::spawn(loadgen::run(config));

@@ -52,6 +52,10 @@ struct Args {
     /// on `/v1/realtime`).
     #[arg(long, default_value = "native")]
     dialect: duplex_loadgen::Dialect,
+    /// Chunks a client sends before it waits for their acknowledgement (1:
+    /// each chunk is waited on).
+    #[arg(long, default_value_t = std::num::NonZeroU32::MIN)]
+    window: std::num::NonZeroU32,
     /// For a wss:// gateway: the PEM certificate (or CA) to trust.
     #[arg(long)]
     tls_ca: Option<std::path::PathBuf>,
@@ -89,6 +93,7 @@ async fn main() -> ExitCode {
         admin_token: args.admin_token,
         auth_secret: args.auth_secret,
         dialect: args.dialect,
+        window: args.window,
         tls_ca: args.tls_ca,
     };
     match run(config).await {

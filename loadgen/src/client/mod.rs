@@ -207,6 +207,9 @@ pub(super) struct Client {
     held: Option<Held>,
     counter: u64,
     recent: VecDeque<Sent>,
+    /// Chunks sent on this socket and not yet acknowledged, oldest first
+    /// (at most the run's window).
+    in_flight: Vec<Sent>,
     chunks_left: u32,
     ledger: HashMap<String, Ack>,
     sessions: Vec<String>,
@@ -252,6 +255,7 @@ impl Client {
             held: None,
             counter: 0,
             recent: VecDeque::new(),
+            in_flight: Vec::new(),
             chunks_left: 0,
             ledger: HashMap::new(),
             sessions: Vec::new(),
@@ -343,6 +347,9 @@ impl Client {
             return self.resume(false).await;
         }
         if self.chance(P_GARBAGE) {
+            // The window is acknowledged first: the refusal is then the
+            // only answer outstanding.
+            self.settle().await?;
             return self.garbage().await;
         }
         if self.chunks_left == 0 {
@@ -410,6 +417,9 @@ impl Client {
             .await
             .map_err(|_| Gone)?;
         self.ws = Some(ws);
+        // What the last socket had in flight is not acknowledged now: the
+        // resume retransmits some of it, and the rest is never counted.
+        self.in_flight.clear();
         Ok(())
     }
 
@@ -471,7 +481,27 @@ impl Client {
         if self.recent.len() > RETRANSMIT_MAX {
             self.recent.pop_front();
         }
-        self.send_chunk(&sent).await
+        // A turn's last chunk is waited on: its commit comes next.
+        let last = self.chunks_left == 0;
+        self.send_chunk(sent, last).await
+    }
+
+    /// Whether the chunk about to be sent closes the window: it is waited
+    /// on, with every chunk in flight before it.
+    fn closes_window(&self, last: bool) -> bool {
+        last || self.in_flight.len() + 1 >= self.config.window.get() as usize
+    }
+
+    /// Waits for the acknowledgement of every chunk in flight.
+    pub(super) async fn settle(&mut self) -> Result<(), Gone> {
+        if self.in_flight.is_empty() {
+            return Ok(());
+        }
+        if self.realtime() {
+            self.send(Message::text(realtime::HEARTBEAT)).await?;
+            return self.rt_settle(None).await;
+        }
+        self.settle_native(None).await
     }
 }
 

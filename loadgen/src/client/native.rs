@@ -155,36 +155,62 @@ impl Client {
         }
         if within_grace {
             for sent in self.retransmits() {
-                self.send_chunk(&sent).await?;
+                self.send_chunk(sent, true).await?;
             }
         }
         Ok(())
     }
 
-    /// Sends one chunk and checks the answer against the ledger.
-    pub(super) async fn send_chunk(&mut self, sent: &Sent) -> Result<(), Gone> {
+    /// Sends one chunk; the one that closes the window (or `last`) is
+    /// waited on, and every answer in flight checked against the ledger.
+    pub(super) async fn send_chunk(&mut self, sent: Sent, last: bool) -> Result<(), Gone> {
         if self.realtime() {
-            return self.rt_send_chunk(sent).await;
+            return self.rt_send_chunk(sent, last).await;
         }
-        let Some(session) = self.held.as_ref().map(|h| h.id.clone()) else {
+        if self.held.is_none() {
             return Ok(());
-        };
+        }
         let message = serde_json::json!({
             "type": "input.append", "event_id": sent.event_id,
             "epoch": sent.epoch, "turn": sent.turn, "audio": self.audio,
         });
+        let closes = self.closes_window(last);
+        self.in_flight.push(sent);
         let start = Instant::now();
         self.send_json(message).await?;
-        let reply = self.reply().await?;
-        let micros = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
-        self.latencies.push(micros);
+        if closes {
+            self.settle_native(Some(start)).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the answer of every chunk in flight, in order (the gateway
+    /// answers a connection's events in order, one answer an append). The
+    /// round trip of the last is measured from `start`.
+    pub(super) async fn settle_native(&mut self, start: Option<Instant>) -> Result<(), Gone> {
+        let flight = std::mem::take(&mut self.in_flight);
+        let n = flight.len();
+        for (i, sent) in flight.into_iter().enumerate() {
+            let reply = self.reply().await?;
+            if let (Some(start), true) = (start, i + 1 == n) {
+                let micros = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
+                self.latencies.push(micros);
+            }
+            self.check_answer(&sent, reply);
+        }
+        Ok(())
+    }
+
+    /// Checks an append's answer against the ledger.
+    fn check_answer(&mut self, sent: &Sent, reply: ServerEvent) {
         match reply {
             ServerEvent::Appended {
                 event_id,
                 seq,
                 duplicate,
                 ..
-            } if event_id == sent.event_id => {
+            } if event_id == sent.event_id && self.held.is_some() => {
+                let session = self.held.as_ref().map(|h| h.id.clone()).unwrap_or_default();
                 let ack = Ack {
                     session,
                     epoch: Some(sent.epoch),
@@ -205,9 +231,12 @@ impl Client {
                 self.ledger.insert(event_id, ack);
                 self.acked();
             }
+            // Counted once: the chunks in flight behind the first refusal
+            // are refused the same.
             ServerEvent::Error { kind, .. } if kind == "unknown_session" => {
-                self.tally.expired += 1;
-                self.held = None;
+                if self.held.take().is_some() {
+                    self.tally.expired += 1;
+                }
             }
             // A retransmission of a turn the session has moved past.
             ServerEvent::Error { kind, .. }
@@ -218,7 +247,6 @@ impl Client {
             }
             other => self.unexpected("input.append", &other),
         }
-        Ok(())
     }
 
     /// Ends the turn; sometimes barges in on the response, then sends a

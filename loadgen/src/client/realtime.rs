@@ -2,11 +2,12 @@
 //! same clients, faults, ledger and reconciliation as the native dialect,
 //! over `/v1/realtime?duplex=1&autostart=0`.
 //!
-//! The realtime dialect acknowledges no append, so a chunk counts as
-//! acknowledged when the `session.heartbeat` the client sends right after
-//! it is answered with no refusal of the chunk in between (the gateway
-//! answers a connection's events in order, and a cluster node answers only
-//! once the change is stored). The round trip measured is append to that
+//! The realtime dialect acknowledges no append, so the chunks in flight
+//! count as acknowledged when the `session.heartbeat` the client sends
+//! after the last of them (each chunk, or the last of the run's window) is
+//! answered with no refusal of theirs in between (the gateway answers a
+//! connection's events in order, and a cluster node answers only once the
+//! change is stored). The round trip measured is that last append to the
 //! answer. Every numbered server event must follow the one before it, on
 //! every socket of the session: a gap or a repeat after a resume is
 //! counted `unexpected`. The ledger is reconciled with the native audit,
@@ -19,6 +20,9 @@ use tokio_tungstenite::tungstenite::Message;
 use futures_util::StreamExt;
 
 use super::{forged, Ack, Client, Gone, Held, Sent, REPLY_TIMEOUT};
+
+/// The heartbeat whose answer acknowledges the chunks sent before it.
+pub(super) const HEARTBEAT: &str = r#"{"type":"session.heartbeat"}"#;
 
 /// How many numbered events a client lets pass before it acknowledges
 /// them (`session.event_ack`), which keeps the session's journal short.
@@ -255,38 +259,57 @@ impl Client {
         }
         if within_grace {
             for sent in self.retransmits() {
-                self.rt_send_chunk(&sent).await?;
+                self.rt_send_chunk(sent, true).await?;
             }
         }
         Ok(())
     }
 
-    /// One chunk, then a heartbeat: the chunk is acknowledged when the
-    /// heartbeat is answered with no refusal of the chunk before it.
-    pub(super) async fn rt_send_chunk(&mut self, sent: &Sent) -> Result<(), Gone> {
-        let Some(session) = self.held.as_ref().map(|h| h.id.clone()) else {
+    /// One chunk; the one that closes the window (or `last`) leaves with a
+    /// heartbeat, and the chunks in flight are acknowledged when it is
+    /// answered with no refusal of theirs before it.
+    pub(super) async fn rt_send_chunk(&mut self, sent: Sent, last: bool) -> Result<(), Gone> {
+        if self.held.is_none() {
             return Ok(());
-        };
-        let start = Instant::now();
-        // The chunk and its heartbeat leave in one write, as a client that
-        // batches its socket writes sends them.
+        }
         let append = format!(
             r#"{{"type":"input_audio_buffer.append","event_id":{},"audio":{}}}"#,
             Value::from(sent.event_id.as_str()),
             Value::from(self.audio.as_str()),
         );
+        let closes = self.closes_window(last);
+        self.in_flight.push(sent);
+        let start = Instant::now();
+        if !closes {
+            return self.send(Message::text(append)).await;
+        }
+        // The chunk and its heartbeat leave in one write, as a client that
+        // batches its socket writes sends them.
         self.feed(Message::text(append)).await?;
-        self.send(Message::text(r#"{"type":"session.heartbeat"}"#))
-            .await?;
-        let mut refused = None;
+        self.send(Message::text(HEARTBEAT)).await?;
+        self.rt_settle(Some(start)).await
+    }
+
+    /// Reads up to the answer of the heartbeat just sent: a refusal of a
+    /// chunk in flight names it (`event_id`); the others are acknowledged.
+    /// The round trip is measured from `start`.
+    pub(super) async fn rt_settle(&mut self, start: Option<Instant>) -> Result<(), Gone> {
+        let flight = std::mem::take(&mut self.in_flight);
+        let Some(session) = self.held.as_ref().map(|h| h.id.clone()) else {
+            return Ok(());
+        };
+        let mut refused: Vec<Option<String>> = vec![None; flight.len()];
         loop {
             let answer = self.rt_reply().await?;
             match kind(&answer) {
                 "session.heartbeat_ack" => break,
                 "error" => {
                     let about = answer.pointer("/error/event_id").and_then(Value::as_str);
-                    if about == Some(sent.event_id.as_str()) {
-                        refused = Some(code(&answer).to_owned());
+                    if let Some(i) = flight
+                        .iter()
+                        .position(|s| Some(s.event_id.as_str()) == about)
+                    {
+                        refused[i] = Some(code(&answer).to_owned());
                     } else if matches!(code(&answer), "unknown_session" | "no_session") {
                         self.tally.expired += 1;
                         self.held = None;
@@ -298,32 +321,40 @@ impl Client {
                 _ => self.rt_unexpected("input_audio_buffer.append", &answer),
             }
         }
-        let micros = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
-        self.latencies.push(micros);
-        match refused.as_deref() {
-            None => {
-                let ack = Ack {
-                    session,
-                    epoch: None,
-                    seq: None,
-                };
-                if self.ledger.insert(sent.event_id.clone(), ack).is_some() {
-                    self.tally.duplicates += 1;
-                } else {
-                    self.tally.appended += 1;
+        if let Some(start) = start {
+            let micros = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
+            self.latencies.push(micros);
+        }
+        for (sent, refused) in flight.into_iter().zip(refused) {
+            match refused.as_deref() {
+                None => {
+                    let ack = Ack {
+                        session: session.clone(),
+                        epoch: None,
+                        seq: None,
+                    };
+                    if self.ledger.insert(sent.event_id, ack).is_some() {
+                        self.tally.duplicates += 1;
+                    } else {
+                        self.tally.appended += 1;
+                    }
+                    self.acked();
                 }
-                self.acked();
-            }
-            // A retransmission of a chunk whose fence the session has moved
-            // past (it was applied then, or never: the ledger says which).
-            Some("fence_mismatch") => self.tally.stale_refused += 1,
-            Some("unknown_session") => {
-                self.tally.expired += 1;
-                self.held = None;
-            }
-            Some(other) => {
-                let got = json!({"refused": other, "event_id": sent.event_id});
-                self.rt_unexpected("input_audio_buffer.append", &got);
+                // A retransmission of a chunk whose fence the session has
+                // moved past (it was applied then, or never: the ledger
+                // says which).
+                Some("fence_mismatch") => self.tally.stale_refused += 1,
+                // Counted once: the chunks in flight behind the first
+                // refusal are refused the same.
+                Some("unknown_session") => {
+                    if self.held.take().is_some() {
+                        self.tally.expired += 1;
+                    }
+                }
+                Some(other) => {
+                    let got = json!({"refused": other, "event_id": sent.event_id});
+                    self.rt_unexpected("input_audio_buffer.append", &got);
+                }
             }
         }
         Ok(())

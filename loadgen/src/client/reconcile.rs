@@ -35,6 +35,7 @@ impl Client {
                 self.resume(false).await?;
             }
         }
+        self.settle().await?;
         if self.realtime() {
             // The realtime session closes in its dialect; the audit is
             // read on a native socket.
