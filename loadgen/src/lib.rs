@@ -35,6 +35,8 @@ use client::{Client, Identity, Tally};
 /// ```
 /// let c = duplex_loadgen::Config::new("ws://127.0.0.1:8787", 10, std::time::Duration::from_secs(5));
 /// assert_eq!(c.chunk_interval, std::time::Duration::from_millis(10));
+/// // Every chunk waited on, unless a window is set.
+/// assert_eq!(c.window.get(), 1);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
