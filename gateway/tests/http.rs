@@ -19,19 +19,24 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 use tokio_tungstenite::tungstenite::Message;
 
-/// One HTTP/1.1 exchange on `io`: the status code, the head and the body.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+/// Writes `request` on `io` and reads until the gateway closes it: the
+/// bytes read, or the error that ended the read (a reset).
+async fn raw_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut io: S,
     request: &str,
-) -> (u16, String, String) {
+) -> (Vec<u8>, std::io::Result<usize>) {
     io.write_all(request.as_bytes())
         .await
         .expect("request written");
     let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), io.read_to_end(&mut raw))
+    let read = tokio::time::timeout(Duration::from_secs(10), io.read_to_end(&mut raw))
         .await
-        .expect("answered within 10 s")
-        .expect("read");
+        .expect("answered or closed within 10 s");
+    (raw, read)
+}
+
+/// An HTTP/1.1 answer: the status code, the head (lowercase) and the body.
+fn parse(raw: Vec<u8>) -> (u16, String, String) {
     let raw = String::from_utf8(raw).expect("UTF-8 answer");
     let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
     let status = head
@@ -40,6 +45,16 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .and_then(|c| c.parse().ok())
         .expect("a status code");
     (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// One HTTP/1.1 exchange on `io`: the status code, the head and the body.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    io: S,
+    request: &str,
+) -> (u16, String, String) {
+    let (raw, read) = raw_exchange(io, request).await;
+    read.expect("read");
+    parse(raw)
 }
 
 async fn get(addr: &str, path: &str, headers: &str) -> (u16, String, String) {
@@ -52,37 +67,22 @@ async fn get(addr: &str, path: &str, headers: &str) -> (u16, String, String) {
 }
 
 /// `GET path` once the gateway admits the connection. A connection over
-/// the cap is closed at accept with no answer; a slot is given back only
-/// when the gateway's side of an earlier connection has ended, which can
-/// be a moment after its client read the whole answer.
+/// the cap is closed (or reset) at accept with no answer; a slot is given
+/// back only when the gateway's side of an earlier connection has ended,
+/// which can be a moment after its client read the whole answer.
 async fn get_admitted(gw: &Gateway, addr: &str, path: &str) -> (u16, String, String) {
     let request = format!("GET {path} HTTP/1.1\r\nHost: gw\r\n\r\n");
     for _ in 0..500 {
-        let mut io = TcpStream::connect(addr).await.expect("connect");
-        io.write_all(request.as_bytes())
-            .await
-            .expect("request written");
-        let mut raw = Vec::new();
-        // A refused connection may be reset rather than closed.
-        let _ = tokio::time::timeout(Duration::from_secs(10), io.read_to_end(&mut raw))
-            .await
-            .expect("answered or closed within 10 s");
-        if raw.is_empty() {
-            assert!(
-                gw.counters().connections_refused > 0,
-                "closed unanswered but not refused"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
+        let io = TcpStream::connect(addr).await.expect("connect");
+        let (raw, _) = raw_exchange(io, &request).await;
+        if !raw.is_empty() {
+            return parse(raw);
         }
-        let raw = String::from_utf8(raw).expect("UTF-8 answer");
-        let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("a status code");
-        return (status, head.to_ascii_lowercase(), body.to_owned());
+        assert!(
+            gw.counters().connections_refused > 0,
+            "closed unanswered but not refused"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("{path}: not admitted in 5 s")
 }
