@@ -165,6 +165,90 @@ async fn a_closed_session_is_written_back_closed() {
     );
 }
 
+/// A failover to a replica that missed a release, then the close: the
+/// close lands (the log is whole, so nothing looks lost) and leaves the
+/// release at 0 under the tombstone. The closer's write-back of the closed
+/// session restores it; another holder's, or one with an image, is still
+/// refused.
+#[tokio::test]
+async fn the_closer_restores_a_release_the_store_lost_before_the_close() {
+    let Some(server) = stores::server() else {
+        return;
+    };
+    let a = Directory::connect(&server.url(), "a").await.unwrap();
+    let b = Directory::connect(&server.url(), "b").await.unwrap();
+    let log = strings(&["0:1:c1"]);
+    let r1 = strings(&["r1"]);
+    let create = Save {
+        image: b"i1",
+        version: 1,
+        applied: &log,
+        bound: &r1,
+        base: Some(0),
+        ..Save::default()
+    };
+    assert!(a.create("s", 0, create).await.unwrap());
+    let release = Save {
+        image: b"i2",
+        version: 2,
+        released: &r1,
+        base: Some(1),
+        ..Save::default()
+    };
+    assert_eq!(a.save("s", 0, release).await.unwrap(), [1]);
+    // The replica promoted in the primary's place had not received the
+    // release.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("HSET")
+        .arg("dx:{s}:released")
+        .arg("r1")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg("dx:{s}:relby")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let close = Save {
+        base: Some(1),
+        ..Save::default()
+    };
+    a.close("s", 0, close).await.unwrap();
+    assert_eq!(a.releases("s").await.unwrap(), [("r1".to_owned(), 0)]);
+
+    let requests = [("r1".to_owned(), 1, true)];
+    let closed = WriteBack {
+        applied: &log,
+        requests: &requests,
+        ..WriteBack::default()
+    };
+    assert!(
+        !b.write_back("s", 0, closed).await.unwrap(),
+        "not the closer"
+    );
+    let open = WriteBack {
+        image: b"i2",
+        version: 2,
+        ..closed
+    };
+    assert!(
+        !a.write_back("s", 0, open).await.unwrap(),
+        "closed: no record comes back"
+    );
+    assert_eq!(a.releases("s").await.unwrap(), [("r1".to_owned(), 0)]);
+    assert!(a.write_back("s", 0, closed).await.unwrap());
+    assert_eq!(a.releases("s").await.unwrap(), [("r1".to_owned(), 1)]);
+    assert!(a.load("s").await.unwrap().is_none(), "still closed");
+    assert!(a.was_closed("s").await.unwrap());
+    assert_eq!(a.applied_log("s").await.unwrap(), log);
+    // Written back again (a sweep repeated), it counts once.
+    assert!(a.write_back("s", 0, closed).await.unwrap());
+    assert_eq!(a.releases("s").await.unwrap(), [("r1".to_owned(), 1)]);
+}
+
 #[tokio::test]
 async fn a_save_sent_again_counts_once() {
     let Some(server) = stores::server() else {

@@ -196,7 +196,12 @@ return {counts, redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS
 /// save of a later image landed first),
 /// then ARGV[n] requests as (id, release count, released by this holder:
 /// 1 or 0) triples, then the tombstone's TTL. Refused (0) if the record is
-/// another's at this or a later incarnation, or was closed; else 1.
+/// another's at this or a later incarnation, or was closed by another
+/// holder or with an image; else 1. The holder that closed the session
+/// (its tombstone names `node:incarnation`) writes it back closed even
+/// so: its close may have landed on a store that had lost the writes just
+/// before it (a failover to a replica that missed a release), and the
+/// log's tail and the release counts are restored under the tombstone.
 pub(super) static WRITE_BACK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -205,11 +210,11 @@ if at[1] then
   local inc = tonumber(at[2])
   if inc > tonumber(ARGV[2]) or (inc == tonumber(ARGV[2]) and at[1] ~= ARGV[1]) then return 0 end
 elseif redis.call('EXISTS', KEYS[5]) == 1 then
-  return 0
+  if ARGV[3] ~= '' or redis.call('GET', KEYS[5]) ~= ARGV[1] .. ':' .. ARGV[2] then return 0 end
 end
 if ARGV[3] == '' then
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[#ARGV])
+  redis.call('SET', KEYS[5], ARGV[1] .. ':' .. ARGV[2], 'EX', ARGV[#ARGV])
 elseif not at[1] or at[1] ~= ARGV[1] or at[2] ~= ARGV[2]
     or tonumber(at[3] or '0') < tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'node', ARGV[1], 'inc', ARGV[2], 'image', ARGV[3], 'ver', ARGV[4])
@@ -244,7 +249,7 @@ if other then return other end
 local short = behind(5)
 if short then return short end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[#ARGV])
+redis.call('SET', KEYS[5], ARGV[1] .. ':' .. ARGV[2], 'EX', ARGV[#ARGV])
 return lists(5)
 ",
     )

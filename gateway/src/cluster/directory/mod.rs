@@ -13,7 +13,7 @@
 //! | `dx:{<session>}:applied` | list | the applied input, `epoch:seq:event_id`, in order |
 //! | `dx:{<session>}:released` | hash | engine request id → times released (0 while bound, 1 once released) |
 //! | `dx:{<session>}:relby` | hash | `request\|node:incarnation` for each release (a release sent again is not counted twice) |
-//! | `dx:{<session>}:closed` | string with a TTL | the session was closed (a record missing without it was lost by the store) |
+//! | `dx:{<session>}:closed` | string with a TTL | the session was closed, by `node:incarnation` (a record missing without it was lost by the store) |
 //! | `dx:gen` | string | the store's generation (a store that lost its data has none) |
 //! | `dx:node:<node>` | string with a TTL | the node is live while it exists |
 //! | `dx:nodes` | set | every node that has run (a dead one leaves once its sessions are adopted) |
