@@ -2,7 +2,7 @@
 //! is one attack, what the server must answer, and the victim's session
 //! checked untouched afterwards.
 
-mod common;
+use duplex_testkit::socket as common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! the HTTP limits, and TLS with a certificate made here (rcgen), served
 //! and reloaded.
 
-mod common;
+use duplex_testkit::socket as common;
 
 use std::sync::Arc;
 use std::time::Duration;

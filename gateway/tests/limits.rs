@@ -3,7 +3,7 @@
 //! flood, silence, never reading, hanging at shutdown), the limit that
 //! ends it, and another client served throughout.
 
-mod common;
+use duplex_testkit::socket as common;
 
 use std::time::Duration;
 

@@ -1,16 +1,14 @@
-//! The directory over a replicated store, against real processes (see
-//! `common/stores.rs` for when it is skipped): a primary with two
+//! The directory over a replicated store, against real processes (ignored
+//! unless run with `--ignored`: `duplex_testkit::stores`): a primary with two
 //! replicas under three Sentinels. A node follows a failover without a
 //! restart and loses nothing it acknowledged in the `replicated` mode; a
 //! change no replica confirms is not acknowledged; one `WAIT` confirms
 //! many writes.
 
-mod common;
-
 use std::time::Duration;
 
-use common::stores;
 use duplex_gateway::cluster::{Directory, DirectoryError, Durability, RedisTarget, Save};
+use duplex_testkit::stores;
 
 const REPLICATED: Durability = Durability::Replicated {
     replicas: 1,
@@ -55,10 +53,9 @@ async fn until_ok<T, F: std::future::Future<Output = Result<T, DirectoryError>>>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_node_follows_a_failover_and_keeps_every_acknowledged_change() {
-    let Some(mut redis) = stores::sentinel(1) else {
-        return;
-    };
+    let mut redis = stores::sentinel(1);
     let target = redis.target();
     assert!(matches!(target, RedisTarget::Sentinel { .. }));
     let node = Directory::connect_with(&target, "a", REPLICATED)
@@ -120,11 +117,10 @@ async fn a_node_follows_a_failover_and_keeps_every_acknowledged_change() {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_change_no_replica_confirms_is_not_acknowledged() {
     // A lone server has no replica: WAIT counts none.
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let target = RedisTarget::Server(server.url());
     let replicated = Directory::connect_with(&target, "a", REPLICATED)
         .await
@@ -146,10 +142,9 @@ async fn a_change_no_replica_confirms_is_not_acknowledged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn one_wait_confirms_many_writes() {
-    let Some(redis) = stores::sentinel(1) else {
-        return;
-    };
+    let redis = stores::sentinel(1);
     let node = Directory::connect_with(&redis.target(), "a", REPLICATED)
         .await
         .unwrap();
@@ -168,10 +163,9 @@ async fn one_wait_confirms_many_writes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_node_follows_a_cluster_failover_sees_a_new_term_and_keeps_every_acknowledged_change() {
-    let Some(mut redis) = stores::cluster(1, 1) else {
-        return;
-    };
+    let mut redis = stores::cluster(1, 1);
     let target = RedisTarget::Cluster(redis.urls());
     let node = Directory::connect_with(&target, "a", REPLICATED)
         .await

@@ -1,16 +1,14 @@
 //! The directory when the store itself loses data, against a real
-//! `redis-server` (see `common/stores.rs` for when it is skipped): a store
+//! `redis-server` (ignored unless run with `--ignored`: `duplex_testkit::stores`): a store
 //! emptied under the nodes (`FLUSHALL`, as a restart without its data
 //! leaves it) is told from a closed session and written back; a save sent
 //! twice counts once; a takeover tells the node it took the session from;
 //! a write-back racing a save never undoes what the save stored.
 
-mod common;
-
 use std::time::Duration;
 
-use common::stores;
 use duplex_gateway::cluster::{Directory, DirectoryError, Save, WriteBack};
+use duplex_testkit::stores;
 use futures_util::StreamExt;
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -24,10 +22,9 @@ async fn flushall(url: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn an_emptied_store_is_told_from_a_close_and_written_back() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     // The first node to ask sets the generation; the others see it.
     assert_eq!(a.generation("g1").await.unwrap(), "g1");
@@ -136,10 +133,9 @@ async fn an_emptied_store_is_told_from_a_close_and_written_back() {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_closed_session_is_written_back_closed() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let all = strings(&["0:1:c1"]);
     let requests = [("r1".to_owned(), 1, true)];
@@ -171,10 +167,9 @@ async fn a_closed_session_is_written_back_closed() {
 /// session restores it; another holder's, or one with an image, is still
 /// refused.
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn the_closer_restores_a_release_the_store_lost_before_the_close() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let b = Directory::connect(&server.url(), "b").await.unwrap();
     let log = strings(&["0:1:c1"]);
@@ -250,10 +245,9 @@ async fn the_closer_restores_a_release_the_store_lost_before_the_close() {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_save_sent_again_counts_once() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     assert!(a.create("s", 0, Save::default()).await.unwrap());
     let first = strings(&["0:1:c1"]);
@@ -282,10 +276,9 @@ async fn a_save_sent_again_counts_once() {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_takeover_tells_the_node_it_took_the_session_from() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let b = Directory::connect(&server.url(), "b").await.unwrap();
     let notices = a.moved_notices().await.unwrap();
@@ -300,10 +293,9 @@ async fn a_takeover_tells_the_node_it_took_the_session_from() {
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_store_fallen_back_to_an_older_incarnation_is_written_back_not_left() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     let b = Directory::connect(&server.url(), "b").await.unwrap();
     assert!(a.create("s", 0, Save::default()).await.unwrap());
@@ -367,10 +359,9 @@ async fn a_store_fallen_back_to_an_older_incarnation_is_written_back_not_left() 
 }
 
 #[tokio::test]
+#[ignore = "needs redis-server"]
 async fn a_write_back_racing_a_save_keeps_what_the_save_stored() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let a = Directory::connect(&server.url(), "a").await.unwrap();
     assert_eq!(a.create_at("s", 0, Save::default()).await.unwrap(), Some(0));
     // A save of a later image, with one more entry, lands first...

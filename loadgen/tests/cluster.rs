@@ -1,18 +1,17 @@
 //! Gateway nodes sharing sessions through Redis: one `redis-server` and a
-//! three-master Redis Cluster (see `common/stores.rs` for when they are
-//! skipped). Node kills under load are the `duplex-cluster` command's;
+//! three-master Redis Cluster (ignored unless run with `--ignored`: `duplex_testkit::stores`). Node kills under load are the `duplex-cluster` command's;
 //! these are the protocol's steps one by one.
 
-#[path = "../../gateway/tests/common/mod.rs"]
-mod common;
+use duplex_testkit::socket as common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{chunk, connect, kind, reply, send, stores, Ws, ADMIN};
+use common::{chunk, connect, kind, reply, send, Ws, ADMIN};
 use duplex_gateway::cluster::{ClusterConfig, Directory, RedisTarget};
 use duplex_gateway::protocol::ServerEvent;
 use duplex_gateway::{Config, Gateway};
+use duplex_testkit::stores;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -299,10 +298,9 @@ async fn readyz(addr: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let target = RedisTarget::Server(server.url());
     let a = node(&target, "a").await;
     let mut ws = connect(&a.url).await;
@@ -334,10 +332,9 @@ async fn a_store_that_goes_away_is_answered_unavailable_never_acknowledged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn an_empty_store_gets_back_what_the_nodes_hold() {
-    let Some(mut server) = stores::server() else {
-        return;
-    };
+    let mut server = stores::server();
     let target = RedisTarget::Server(server.url());
     let (a, b) = (node(&target, "a").await, node(&target, "b").await);
     let mut live = connect(&a.url).await;
@@ -413,10 +410,9 @@ async fn redis_cmd(url: &str, args: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_takeover_whose_log_was_not_read_is_written_back_and_closed() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let target = RedisTarget::Server(server.url());
     let config = || Config {
         grace: Duration::from_secs(3),
@@ -487,10 +483,9 @@ async fn stats_on(url: &str) -> (u64, Box<duplex_gateway::stats::Counters>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_copy_held_without_its_log_does_not_fence_out_the_holder_that_has_it() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let target = RedisTarget::Server(server.url());
     // The grace travels with the session's image: B's copy expires after
     // it; A's stays attached to its client.
@@ -566,10 +561,9 @@ async fn a_copy_held_without_its_log_does_not_fence_out_the_holder_that_has_it()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_session_whose_open_went_unanswered_is_not_written_back_once_the_store_lost_it() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let target = RedisTarget::Server(server.url());
     let config = Config {
         grace: Duration::from_secs(30),
@@ -657,7 +651,7 @@ async fn a_forged_token_on_another_node_changes_nothing(redis: &RedisTarget) {
     }
 }
 
-stores::on_every_store!(
+duplex_testkit::on_every_store!(
     a_session_moves_to_another_node_with_everything_it_acknowledged,
     an_id_live_on_one_node_cannot_be_opened_on_another,
     a_draining_node_hands_its_sessions_off,

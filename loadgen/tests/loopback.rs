@@ -3,8 +3,7 @@
 //! (nothing lost, nothing applied twice), and shutdown releasing what is
 //! left.
 
-#[path = "../../gateway/tests/common/mod.rs"]
-mod common;
+use duplex_testkit::socket as common;
 
 use std::num::NonZeroU32;
 use std::time::Duration;

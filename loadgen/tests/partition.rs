@@ -1,23 +1,23 @@
 //! A node cut off from Redis while its clients still reach it, against a
-//! real `redis-server` (see `common/stores.rs` for when it is skipped).
+//! real `redis-server` (ignored unless run with `--ignored`: `duplex_testkit::stores`).
 //! The node reaches Redis through a TCP proxy this test controls; cut, the
 //! proxy keeps every connection open and forwards nothing, as a network
 //! partition does (no refusal, only silence). The node must stop
 //! acknowledging within a bounded time, and once the link heals it must
 //! never act on the session another node took over meanwhile.
 
-#[path = "../../gateway/tests/common/mod.rs"]
-mod common;
+use duplex_testkit::socket as common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{chunk, connect, kind, reply, send, stores, ADMIN};
+use common::{chunk, connect, kind, reply, send, ADMIN};
 use duplex_gateway::cluster::{ClusterConfig, Directory, RedisTarget};
 use duplex_gateway::protocol::ServerEvent;
 use duplex_gateway::{Config, Gateway};
+use duplex_testkit::stores;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -81,10 +81,9 @@ async fn node(redis: RedisTarget, name: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
 async fn a_partitioned_node_stops_acknowledging_and_never_acts_on_a_session_taken_over() {
-    let Some(server) = stores::server() else {
-        return;
-    };
+    let server = stores::server();
     let cut = Arc::new(AtomicBool::new(false));
     let upstream: SocketAddr = format!("127.0.0.1:{}", server.port()).parse().unwrap();
     let via = proxy(upstream, Arc::clone(&cut)).await;

@@ -31,8 +31,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
-use duplex_gateway::cluster::{Directory, LocalRedis, RedisTarget};
+use duplex_gateway::cluster::{Directory, RedisTarget};
 use duplex_loadgen as loadgen;
+use duplex_testkit::redis::LocalRedis;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 

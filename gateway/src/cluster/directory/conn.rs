@@ -9,7 +9,7 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
 use super::keys::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
-use super::topology::{parse_nodes, terms, url_at, ClusterNode};
+use super::topology::{parse_cluster_nodes, terms, url_at, ClusterNode};
 
 /// Where the directory lives: one Redis server, a primary found through
 /// Redis Sentinel, or a Redis Cluster given by seed nodes.
@@ -118,7 +118,7 @@ impl Conn {
                     .query_async(&mut c)
                     .await?;
                 let seed = seeds.first().map_or("redis://", String::as_str);
-                let masters: Vec<_> = parse_nodes(&text)
+                let masters: Vec<_> = parse_cluster_nodes(&text)
                     .into_iter()
                     .filter(ClusterNode::holds_slots)
                     .collect();

@@ -9,8 +9,18 @@ use redis::{RedisError, Value};
 /// ```text
 /// <id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> [slot ...]
 /// ```
+///
+/// ```
+/// use duplex_gateway::cluster::parse_cluster_nodes;
+///
+/// let text = "07c3 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460\n\
+///             9a1f 127.0.0.1:7004@17004 slave,fail 07c3 0 0 1 connected\n";
+/// let nodes = parse_cluster_nodes(text);
+/// assert_eq!((nodes[0].port, nodes[0].holds_slots()), (7001, true));
+/// assert!(!nodes[1].master && nodes[1].failing);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ClusterNode {
+pub struct ClusterNode {
     /// The address clients reach it at.
     pub host: String,
     /// Its client port.
@@ -27,13 +37,24 @@ pub(crate) struct ClusterNode {
 impl ClusterNode {
     /// A master that serves slots and that no node counts failing: one
     /// that holds a part of the directory now.
+    ///
+    /// ```
+    /// let text = "07c3 10.0.0.1:7001@17001 master - 0 0 1 connected 0-5460";
+    /// let node = &duplex_gateway::cluster::parse_cluster_nodes(text)[0];
+    /// assert!(node.holds_slots());
+    /// ```
     pub fn holds_slots(&self) -> bool {
         self.master && !self.failing && self.slots
     }
 }
 
 /// Every node `CLUSTER NODES` names, skipping lines it cannot read.
-pub(crate) fn parse_nodes(text: &str) -> Vec<ClusterNode> {
+///
+/// ```
+/// let nodes = duplex_gateway::cluster::parse_cluster_nodes("not a node line\n");
+/// assert!(nodes.is_empty());
+/// ```
+pub fn parse_cluster_nodes(text: &str) -> Vec<ClusterNode> {
     text.lines().filter_map(parse_line).collect()
 }
 
@@ -127,7 +148,7 @@ garbage
 
     #[test]
     fn the_masters_that_hold_slots_are_those_serving_slots_and_not_failing() {
-        let nodes = parse_nodes(NODES);
+        let nodes = parse_cluster_nodes(NODES);
         assert_eq!(nodes.len(), 5, "the garbage line is skipped");
         let holding: Vec<u16> = nodes
             .iter()

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::server::{cli, free_port, info_field, listening, start_node, wait_for};
-use super::{RedisServer, RedisServerError, RedisTarget};
+use super::{RedisServer, RedisServerError};
+use duplex_gateway::cluster::RedisTarget;
 
 /// The name the Sentinels monitor the primary under.
 pub const SENTINEL_MASTER: &str = "dx";
@@ -21,7 +22,8 @@ const DOWN_AFTER_MS: u64 = 1000;
 /// stopped when dropped.
 ///
 /// ```no_run
-/// use duplex_gateway::cluster::{RedisSentinel, RedisTarget};
+/// use duplex_testkit::redis::RedisSentinel;
+/// use duplex_gateway::cluster::RedisTarget;
 /// let mut redis = RedisSentinel::start(1)?;
 /// assert!(matches!(redis.target(), RedisTarget::Sentinel { .. }));
 /// let before = redis.primary_port()?;
@@ -29,7 +31,7 @@ const DOWN_AFTER_MS: u64 = 1000;
 /// let took = redis.await_failover(killed)?; // a replica is promoted;
 /// assert_ne!(redis.primary_port()?, before); // the old one is its replica now
 /// println!("failed over in {took:?}");
-/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
 /// ```
 #[derive(Debug)]
 pub struct RedisSentinel {

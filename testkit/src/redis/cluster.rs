@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::directory::topology::{parse_nodes, ClusterNode};
 use super::server::{cli, free_port, info_field, start_node, wait_for};
 use super::{RedisServer, RedisServerError};
+use duplex_gateway::cluster::{parse_cluster_nodes as parse_nodes, ClusterNode};
 
 /// How long a cluster node waits for a silent peer before it counts it
 /// failing; a replica of a failed master starts its election after it
@@ -25,13 +25,13 @@ const MASTERS: usize = 3;
 /// stopped when dropped.
 ///
 /// ```no_run
-/// use duplex_gateway::cluster::RedisCluster;
+/// use duplex_testkit::redis::RedisCluster;
 /// let mut cluster = RedisCluster::start_with(1, 0)?;
 /// assert_eq!(cluster.urls().len(), 6); // every node is a seed
 /// let killed = cluster.kill_master(0)?;      // SIGKILL, as a crash would
 /// let took = cluster.await_failover(killed)?; // its replica is promoted;
 /// println!("failed over in {took:?}");        // the killed one is its replica now
-/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
 /// ```
 #[derive(Debug)]
 pub struct RedisCluster {
@@ -44,9 +44,9 @@ impl RedisCluster {
     /// Three masters without replicas.
     ///
     /// ```no_run
-    /// let cluster = duplex_gateway::cluster::RedisCluster::start()?;
+    /// let cluster = duplex_testkit::redis::RedisCluster::start()?;
     /// assert_eq!(cluster.urls().len(), 3);
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     ///
     /// # Errors

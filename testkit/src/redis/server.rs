@@ -4,6 +4,7 @@
 //! of any of the three kinds.
 
 use super::RedisCluster;
+use duplex_gateway::cluster::RedisTarget;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,9 +23,9 @@ pub enum RedisServerError {
 /// A running `redis-server`, killed when dropped.
 ///
 /// ```no_run
-/// let redis = duplex_gateway::cluster::RedisServer::start()?;
+/// let redis = duplex_testkit::redis::RedisServer::start()?;
 /// println!("{}", redis.url());
-/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
 /// ```
 #[derive(Debug)]
 pub struct RedisServer {
@@ -195,10 +196,10 @@ impl RedisServer {
     /// memory is gone.
     ///
     /// ```no_run
-    /// let mut redis = duplex_gateway::cluster::RedisServer::start()?;
+    /// let mut redis = duplex_testkit::redis::RedisServer::start()?;
     /// redis.kill();
     /// redis.restart()?; // the same port, empty
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -209,11 +210,11 @@ impl RedisServer {
     /// waits until it listens. Blocks for up to 10 s.
     ///
     /// ```no_run
-    /// let mut redis = duplex_gateway::cluster::RedisServer::start()?;
+    /// let mut redis = duplex_testkit::redis::RedisServer::start()?;
     /// let port = redis.port();
     /// redis.restart()?;
     /// assert_eq!(redis.port(), port);
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     ///
     /// # Errors
@@ -245,9 +246,9 @@ impl Drop for RedisServer {
 /// or a three-master cluster. What the local cluster command and the tests start.
 ///
 /// ```no_run
-/// let store = duplex_gateway::cluster::LocalRedis::start(true)?;
+/// let store = duplex_testkit::redis::LocalRedis::start(true)?;
 /// assert!(matches!(store.target(), duplex_gateway::cluster::RedisTarget::Cluster(_)));
-/// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+/// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
 /// ```
 #[derive(Debug)]
 pub enum LocalRedis {
@@ -277,9 +278,9 @@ impl LocalRedis {
     /// refuses writes with fewer than `min_replicas` replicas in reach.
     ///
     /// ```no_run
-    /// let store = duplex_gateway::cluster::LocalRedis::start_sentinel(1)?;
+    /// let store = duplex_testkit::redis::LocalRedis::start_sentinel(1)?;
     /// assert_eq!(store.name(), "sentinel");
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     ///
     /// # Errors
@@ -296,9 +297,9 @@ impl LocalRedis {
     /// in reach.
     ///
     /// ```no_run
-    /// let store = duplex_gateway::cluster::LocalRedis::start_cluster(1, 0)?;
+    /// let store = duplex_testkit::redis::LocalRedis::start_cluster(1, 0)?;
     /// assert_eq!(store.name(), "cluster3x2");
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     ///
     /// # Errors
@@ -312,11 +313,11 @@ impl LocalRedis {
     }
 
     /// Where it is, as a node connects to it.
-    pub fn target(&self) -> super::RedisTarget {
+    pub fn target(&self) -> RedisTarget {
         match self {
-            LocalRedis::Server(s) => super::RedisTarget::Server(s.url()),
+            LocalRedis::Server(s) => RedisTarget::Server(s.url()),
             LocalRedis::Sentinel(s) => s.target(),
-            LocalRedis::Cluster(c) => super::RedisTarget::Cluster(c.urls()),
+            LocalRedis::Cluster(c) => RedisTarget::Cluster(c.urls()),
         }
     }
 
@@ -325,9 +326,9 @@ impl LocalRedis {
     /// over three masters).
     ///
     /// ```no_run
-    /// let store = duplex_gateway::cluster::LocalRedis::start(false)?;
+    /// let store = duplex_testkit::redis::LocalRedis::start(false)?;
     /// assert!(store.primary_port().is_some());
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     pub fn primary_port(&self) -> Option<u16> {
         match self {
@@ -341,10 +342,10 @@ impl LocalRedis {
     /// primary, or master `pick` of a cluster (modulo its masters).
     ///
     /// ```no_run
-    /// let store = duplex_gateway::cluster::LocalRedis::start_cluster(1, 0)?;
+    /// let store = duplex_testkit::redis::LocalRedis::start_cluster(1, 0)?;
     /// let port = store.writer_port(2)?;
     /// assert_ne!(port, 0);
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     ///
     /// # Errors
@@ -362,11 +363,11 @@ impl LocalRedis {
     /// The one server, if it is one (not a cluster).
     ///
     /// ```no_run
-    /// let mut store = duplex_gateway::cluster::LocalRedis::start(false)?;
+    /// let mut store = duplex_testkit::redis::LocalRedis::start(false)?;
     /// if let Some(server) = store.server_mut() {
     ///     server.kill();
     /// }
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     pub fn server_mut(&mut self) -> Option<&mut RedisServer> {
         match self {
@@ -378,12 +379,12 @@ impl LocalRedis {
     /// The Sentinel setup, if it is one.
     ///
     /// ```no_run
-    /// let mut store = duplex_gateway::cluster::LocalRedis::start_sentinel(0)?;
+    /// let mut store = duplex_testkit::redis::LocalRedis::start_sentinel(0)?;
     /// if let Some(sentinel) = store.sentinel_mut() {
     ///     let killed = sentinel.kill_primary()?;
     ///     sentinel.await_failover(killed)?;
     /// }
-    /// # Ok::<(), duplex_gateway::cluster::RedisServerError>(())
+    /// # Ok::<(), duplex_testkit::redis::RedisServerError>(())
     /// ```
     pub fn sentinel_mut(&mut self) -> Option<&mut super::RedisSentinel> {
         match self {
