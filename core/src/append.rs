@@ -3,10 +3,10 @@
 
 use core::fmt;
 
+use crate::base::conformance::ID_LEN;
 use crate::error::{Error, Staleness};
 use crate::fence::{Fence, Position};
 use crate::mode::InputMode;
-use crate::profile::conformance::ID_LEN;
 
 /// The sequence numbers an append was given.
 ///

@@ -2,9 +2,8 @@
 
 use core::fmt;
 
-use crate::fence::Stamp;
+use crate::base::{Stamp, StateKind};
 use crate::mode::{InputMode, Modes};
-use crate::session::state::StateKind;
 
 /// Why a fence was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 
 use core::fmt;
 
+use crate::base::conformance::ID_LEN;
+pub use crate::base::Stamp;
 use crate::error::{Error, FenceRule};
 use crate::id::Id;
-use crate::profile::conformance::ID_LEN;
 
 /// Where a fence stands within one incarnation: `(epoch, turn, response)`,
 /// ordered lexicographically (the order `cancel` compares with). Tables
@@ -27,41 +28,6 @@ impl Position {
         self.epoch < other.epoch
             || (self.epoch == other.epoch
                 && (self.turn < other.turn || self.response < other.response))
-    }
-}
-
-/// The numeric part of a fence (everything but the session id): what errors
-/// report as expected and actual, and what logs print.
-///
-/// # Examples
-///
-/// ```
-/// use duplex_core::{Fence, Id, Stamp};
-///
-/// let f: Fence = Fence::new(Id::new("s")?, 3).with_epoch(1);
-/// assert_eq!(f.stamp(), Stamp { incarnation: 3, epoch: 1, turn: 0, response: 0 });
-/// # Ok::<(), duplex_core::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Stamp {
-    /// Incarnation of the session id.
-    pub incarnation: u64,
-    /// Epoch.
-    pub epoch: u64,
-    /// Turn.
-    pub turn: u64,
-    /// Response.
-    pub response: u64,
-}
-
-impl fmt::Display for Stamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "incarnation {} epoch {} turn {} response {}",
-            self.incarnation, self.epoch, self.turn, self.response
-        )
     }
 }
 

@@ -7,8 +7,8 @@
 use core::fmt;
 use core::hash::{Hash, Hasher};
 
+use crate::base::conformance::ID_LEN;
 use crate::error::Error;
-use crate::profile::conformance::ID_LEN;
 
 /// A validated identifier of 1 to `L` bytes (`L` ≤ 255), stored inline in
 /// exactly `L` bytes.

@@ -111,6 +111,7 @@
 mod fmt;
 
 pub mod append;
+mod base;
 mod columns;
 mod completed;
 pub mod error;

@@ -35,61 +35,7 @@
 use crate::session::state::Open;
 use crate::{AnySession, Session};
 
-/// The conformance profile, and the default of every generic type: the
-/// sizes the conformance traces are written for.
-pub mod conformance {
-    /// Request resources a session owns (`R`).
-    pub const RESOURCES: usize = 8;
-    /// Stage bindings (`B`).
-    pub const BINDINGS: usize = 4;
-    /// Completed-append records (`D`).
-    pub const COMPLETED: usize = 8;
-    /// Active lease operations (`A`).
-    pub const ACTIVE_OPS: usize = 4;
-    /// Bytes of an id (`L`).
-    pub const ID_LEN: usize = 32;
-    /// Stage results of one completed append (`K`).
-    pub const STAGE_RESULTS: usize = 4;
-}
-
-/// A small device: a microphone-and-speaker node with one or two engine
-/// stages (the profile `tests/no-std-check` builds).
-pub mod device {
-    /// Request resources a session owns (`R`).
-    pub const RESOURCES: usize = 4;
-    /// Stage bindings (`B`).
-    pub const BINDINGS: usize = 2;
-    /// Completed-append records (`D`).
-    pub const COMPLETED: usize = 4;
-    /// Active lease operations (`A`).
-    pub const ACTIVE_OPS: usize = 2;
-    /// Bytes of an id (`L`).
-    pub const ID_LEN: usize = 16;
-    /// Stage results of one completed append (`K`).
-    pub const STAGE_RESULTS: usize = 2;
-}
-
-/// Real sizes on a server: vllm-omni's control plane names sessions,
-/// requests and operations with UUID-based ids (74, 46 and 43 bytes) and
-/// keeps the seed's window of 256 completed appends per session. Each
-/// completed append keeps one result: a handle to the stage results, which
-/// such a host keeps in its own objects (the Python package does). A lookup
-/// in a full window of 256 is a binary search over the op-id index.
-pub mod server {
-    /// Request resources a session owns (`R`): twice the seed's own
-    /// workloads' most (4 stages bound, 2 requests each).
-    pub const RESOURCES: usize = 16;
-    /// Stage bindings (`B`).
-    pub const BINDINGS: usize = 8;
-    /// Completed-append records (`D`): the seed's default limit.
-    pub const COMPLETED: usize = 256;
-    /// Active lease operations (`A`).
-    pub const ACTIVE_OPS: usize = 8;
-    /// Bytes of an id (`L`).
-    pub const ID_LEN: usize = 128;
-    /// Stage results of one completed append (`K`): a handle.
-    pub const STAGE_RESULTS: usize = 1;
-}
+pub use crate::base::{conformance, device, server};
 
 /// A session with the [`server`] profile.
 ///

@@ -14,11 +14,11 @@
 use core::fmt;
 use core::ops::Deref;
 
+use crate::base::conformance::{ID_LEN, RESOURCES};
 use crate::columns::swap_down;
 use crate::error::{Error, Table};
 use crate::fence::Position;
 use crate::id::Id;
-use crate::profile::conformance::{ID_LEN, RESOURCES};
 use crate::storage::{Column, Storage, StoredId};
 
 /// Request ids handed out by the session: unique, in reservation order, at

@@ -1,9 +1,9 @@
 //! [`Expiry`]: what a host must do about a session whose lease ran out.
 
+use crate::base::conformance::{ID_LEN, RESOURCES};
 use crate::fence::Fence;
 use crate::id::Id;
 use crate::lease::CloseReason;
-use crate::profile::conformance::{ID_LEN, RESOURCES};
 use crate::requests::RequestIds;
 
 /// A session whose lease expired, moved to `Closing` by

@@ -26,6 +26,7 @@ mod tests;
 mod unfinished;
 
 use crate::append::Cursor;
+use crate::base::conformance::{ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS};
 use crate::completed::Completed;
 use crate::error::{ConfigField, Error, Rejected};
 use crate::fence::Fence;
@@ -33,9 +34,6 @@ use crate::fmt::debug;
 use crate::id::Id;
 use crate::lease::{Lease, LeaseConfig};
 use crate::mode::Modes;
-use crate::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
 use crate::requests::Requests;
 use crate::storage::{Inline, Storage};
 use crate::time::Instant;

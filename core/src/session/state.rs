@@ -8,6 +8,7 @@
 
 use core::fmt;
 
+pub use crate::base::StateKind;
 use crate::lease::CloseReason;
 use crate::time::Instant;
 
@@ -83,52 +84,6 @@ pub trait Unfinished: State {}
     note = "call `begin_close(&fence, reason)` first (or `close` to do both): closing keeps the requests for cleanup until `finalize` releases them"
 )]
 pub trait Finalizable: Unfinished {}
-
-/// The runtime name of a state, for the dynamic API and logs.
-///
-/// # Examples
-///
-/// ```
-/// use duplex_core::{State, StateKind, Detached};
-///
-/// assert_eq!(<Detached as State>::KIND, StateKind::Detached);
-/// assert_eq!(StateKind::Closing.as_str(), "closing");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum StateKind {
-    /// Client attached.
-    Open,
-    /// Client gone, within grace.
-    Detached,
-    /// Irreversibly closing; resources kept for cleanup retry.
-    Closing,
-    /// Finalized.
-    Closed,
-}
-
-impl StateKind {
-    /// The lowercase name.
-    ///
-    /// ```
-    /// # use duplex_core::StateKind;
-    /// assert_eq!(StateKind::Open.as_str(), "open");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            StateKind::Open => "open",
-            StateKind::Detached => "detached",
-            StateKind::Closing => "closing",
-            StateKind::Closed => "closed",
-        }
-    }
-}
-
-impl fmt::Display for StateKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Type-level state: the client is attached.
 ///

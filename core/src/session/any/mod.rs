@@ -9,13 +9,11 @@
 
 use super::state::{Closed, Closing, Detached, Open, StateKind};
 use super::{OpenOptions, Session};
+use crate::base::conformance::{ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS};
 use crate::error::{Error, FenceRule};
 use crate::fence::{Fence, Stamp};
 use crate::id::Id;
 use crate::lease::CloseReason;
-use crate::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
 use crate::requests::RequestIds;
 use crate::storage::{Inline, Storage};
 use crate::time::Instant;
