@@ -6,6 +6,7 @@ use duplex_core::Id;
 
 use crate::cluster::{DirectoryError, Node};
 use crate::server::durable::Stored;
+use crate::server::policy::{self, AdoptStep, Seen};
 use crate::server::state::Shared;
 use crate::stats::bump;
 
@@ -61,19 +62,23 @@ impl Shared {
     /// Adopts one session of `dead`: whether it is settled (adopted here,
     /// or not `dead`'s any more); `false` leaves it for a later round.
     async fn adopt(&self, node: &Node, dead: &str, session: &str) -> Result<bool, DirectoryError> {
-        let Some(record) = node.directory.load(session).await? else {
-            return Ok(true);
-        };
-        if record.node != dead {
-            return Ok(true); // closed or taken over meanwhile
-        }
+        let record = node.directory.load(session).await?;
         let Ok(id) = Id::new(session) else {
             tracing::error!(%session, "a directory entry that is not a session id");
             return Ok(true);
         };
-        if self.manager.with_session(&id, |_| ()).is_some() {
-            return Ok(false); // a copy here is being taken over by a resume
-        }
+        let seen = record.as_ref().map(|r| Seen {
+            node: &r.node,
+            incarnation: r.incarnation,
+        });
+        let held_here = self.manager.with_session(&id, |_| ()).is_some();
+        let record = match (policy::adopt(seen, dead, held_here), record) {
+            (AdoptStep::TakeOver, Some(record)) => record,
+            // A copy here is being taken over by a resume.
+            (AdoptStep::Later, _) => return Ok(false),
+            // Closed or taken over meanwhile.
+            (AdoptStep::Settled | AdoptStep::TakeOver, _) => return Ok(true),
+        };
         let restored = match Image::restore_with_capacities(&record.image) {
             Ok(s) => s,
             Err(e) => {

@@ -33,6 +33,7 @@ use duplex_std::Sessions;
 
 use crate::cluster::{Batch, DirectoryError, Node, Record, Save};
 use crate::server::ownership::Owner;
+use crate::server::policy::{self, Held, Refusal, ResumeStep, SaveFailure, Seen, Token};
 use crate::server::state::Shared;
 use crate::stats::{add, bump};
 
@@ -87,21 +88,15 @@ fn batch_save<'a>(batch: &'a Batch, image: &'a [u8], version: u64) -> Save<'a> {
     }
 }
 
-/// Why a resume could not take a session over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TakeOver {
-    /// The session is this node's and its local copy is current: resume it
-    /// here as a lone gateway would.
-    Local,
-    /// No such session, a wrong token, or another node moved first.
-    Refused,
-    /// The gateway is full.
-    Full,
-    /// The store has no such session and lost its data a moment ago: the
-    /// session may have been lost with it.
-    StateLost,
-    /// Redis did not answer.
-    Unavailable,
+/// What a resume of a session in a cluster found it to be.
+#[derive(Debug)]
+pub(crate) enum Resumed {
+    /// Taken over from the store: its fence, owner and new lease
+    /// generation.
+    TakenOver(Fence, Owner, u64),
+    /// This node's, with a current local copy (or a lone gateway): resume
+    /// it here as a lone gateway would.
+    Here,
 }
 
 /// The longest pause between two tries of a close the store did not take.
@@ -231,16 +226,18 @@ impl Shared {
                 node.shadows.stored(session, &batch, &counts);
                 Stored::Yes
             }
-            Err(e @ (DirectoryError::Missing { .. } | DirectoryError::Behind { .. })) => {
-                tracing::warn!(%session, "the store lost this session's state: {e}");
-                self.write_back(node, session).await
-            }
-            Err(e @ (DirectoryError::Redis(_) | DirectoryError::Unreplicated { .. })) => {
-                bump(&self.stats.store_failed);
-                tracing::warn!(%session, "not stored (kept here, sent again with the next save): {e}");
-                Stored::Unavailable
-            }
-            Err(e) => self.failed(node, session, &e).await,
+            Err(e) => match policy::save_failure(&e) {
+                SaveFailure::StoreLost => {
+                    tracing::warn!(%session, "the store lost this session's state: {e}");
+                    self.write_back(node, session).await
+                }
+                SaveFailure::Unanswered => {
+                    bump(&self.stats.store_failed);
+                    tracing::warn!(%session, "not stored (kept here, sent again with the next save): {e}");
+                    Stored::Unavailable
+                }
+                SaveFailure::Refused => self.failed(node, session, &e).await,
+            },
         }
     }
 
@@ -368,15 +365,11 @@ impl Shared {
     /// unless this node holds it at its stored incarnation, restore the
     /// image, check the client's token against it, take the session over
     /// (one more incarnation, compare-and-set on the stored one), release
-    /// the previous owner's engine requests, and resume. The fence, owner
-    /// and new lease generation.
-    pub(crate) async fn take_over(
-        &self,
-        session: &Id,
-        token: &str,
-    ) -> Result<(Fence, Owner, u64), TakeOver> {
+    /// the previous owner's engine requests, and resume. Each round reads
+    /// the facts and does what [`policy::resume`] decides.
+    pub(crate) async fn take_over(&self, session: &Id, token: &str) -> Result<Resumed, Refusal> {
         let Some(node) = &self.node else {
-            return Err(TakeOver::Local);
+            return Ok(Resumed::Here);
         };
         // A store that lost data lately (restarted empty, or failed over
         // to a replica that missed writes) may hold an older record than
@@ -390,157 +383,153 @@ impl Shared {
         // too.
         if !self.check_store_quietly().await || self.repairing(node).await {
             tracing::debug!(%session, "resume waits for the write-backs after the store's loss");
-            return Err(TakeOver::Unavailable);
+            return Err(Refusal::Unavailable);
         }
         // A race (another node moved first, or the owner stored a change
         // after the read) means: read again. A few rounds settle it.
         for _ in 0..4 {
             let record = match node.directory.load(session.as_str()).await {
-                Ok(Some(record)) => record,
-                // A copy here of a session the store does not have: the
-                // store lost it (a closed one leaves a tombstone, and the
-                // write-back refuses it). Written back, it resumes here;
-                // dropped instead (another node holds it, or this node
-                // cannot vouch for its log), the store is read again.
-                Ok(None) if self.manager.with_session(session, |_| ()).is_some() => {
+                Ok(record) => record,
+                Err(e) => {
+                    tracing::warn!(%session, "cannot read the directory: {e}");
+                    return Err(Refusal::Unavailable);
+                }
+            };
+            let seen = record.as_ref().map(|r| Seen {
+                node: &r.node,
+                incarnation: r.incarnation,
+            });
+            let held = Held {
+                incarnation: self
+                    .manager
+                    .with_session(session, |s| s.fence().incarnation),
+                shadow: node.shadows.has(session),
+                closing: record
+                    .as_ref()
+                    .is_some_and(|r| node.is_closing(session.as_str(), r.incarnation)),
+                claiming: node.is_claiming(session.as_str()),
+            };
+            match policy::resume(seen, node.directory.node(), held) {
+                ResumeStep::WriteBack => {
+                    tracing::warn!(%session, stored = ?seen.map(|r| r.incarnation), "the store does not hold this node's copy: writing the session back");
                     match self.write_back(node, session).await {
-                        Stored::Yes => return Err(TakeOver::Local),
+                        Stored::Yes => return Ok(Resumed::Here),
+                        // Dropped instead (another node holds it, or this
+                        // node cannot vouch for its log): read again.
                         Stored::Lost => continue,
-                        Stored::Unavailable => return Err(TakeOver::Unavailable),
+                        Stored::Unavailable => return Err(Refusal::Unavailable),
                     }
                 }
                 // Unknown to the store. If it just lost its data, the
                 // session may be on its way back (the node holding it
                 // writes it back within a few heartbeats): try again. After
                 // that, and within the grace, it was lost with the store.
-                Ok(None) => {
+                ResumeStep::Unknown => {
                     match node.directory.was_closed(session.as_str()).await {
-                        Ok(true) => return Err(TakeOver::Refused),
+                        Ok(true) => return Err(Refusal::Refused),
                         Ok(false) => {}
-                        Err(_) => return Err(TakeOver::Unavailable),
+                        Err(_) => return Err(Refusal::Unavailable),
                     }
                     self.check_store().await;
                     tracing::debug!(%session, "resume of a session the store does not have");
                     return Err(self.after_loss(node).await);
                 }
-                Err(e) => {
-                    tracing::warn!(%session, "cannot read the directory: {e}");
-                    return Err(TakeOver::Unavailable);
-                }
-            };
-            let local = self
-                .manager
-                .with_session(session, |s| s.fence().incarnation);
-            // Held here at a later incarnation than the store's: the store
-            // lost this node's takeover (a failover to a replica that
-            // missed it). The copy here is the session: written back, it
-            // resumes here (held without its log, it is dropped instead,
-            // and the store read again).
-            if local.is_some_and(|inc| inc > record.incarnation) {
-                tracing::warn!(%session, stored = record.incarnation, "the store holds an older incarnation than this node: writing the session back");
-                match self.write_back(node, session).await {
-                    Stored::Yes => return Err(TakeOver::Local),
-                    // Dropped instead: read again.
-                    Stored::Lost => continue,
-                    Stored::Unavailable => return Err(TakeOver::Unavailable),
-                }
-            }
-            if record.node == node.directory.node() && local == Some(record.incarnation) {
                 // Held here since a takeover whose answer was lost: what
                 // the store holds of it is read now.
-                if !node.shadows.has(session) {
-                    if let Err(e) = self.load_shadow(node, session).await {
-                        tracing::warn!(%session, "cannot read the directory: {e}");
-                        return Err(TakeOver::Unavailable);
+                ResumeStep::Here { load_shadow } => {
+                    if load_shadow {
+                        if let Err(e) = self.load_shadow(node, session).await {
+                            tracing::warn!(%session, "cannot read the directory: {e}");
+                            return Err(Refusal::Unavailable);
+                        }
+                    }
+                    return Ok(Resumed::Here);
+                }
+                ResumeStep::Refuse => {
+                    tracing::debug!(%session, "resume of a session closing here: refused");
+                    return Err(Refusal::Refused);
+                }
+                ResumeStep::Wait => return Err(Refusal::Unavailable),
+                ResumeStep::TakeOver { drop_local } => {
+                    if drop_local {
+                        self.drop_local(session);
                     }
                 }
-                return Err(TakeOver::Local);
             }
-            // Expired or closed here, its close not stored yet: the record
-            // is the closed session's, not one to revive.
-            if local.is_none()
-                && record.node == node.directory.node()
-                && node.is_closing(session.as_str(), record.incarnation)
-            {
-                tracing::debug!(%session, "resume of a session closing here: refused");
-                return Err(TakeOver::Refused);
-            }
-            // Another resume of it is taking it over here: that one decides.
-            if node.is_claiming(session.as_str()) {
-                return Err(TakeOver::Unavailable);
-            }
-            if local.is_some() {
-                self.drop_local(session);
-            }
-            let restored = match Image::restore_with_capacities(&record.image) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(%session, "stored image refused: {e}");
-                    return Err(TakeOver::Refused);
-                }
+            let Some(record) = record else {
+                return Err(Refusal::Refused);
             };
-            let Some(owner) = owner_of(&restored) else {
-                return Err(TakeOver::Refused);
-            };
-            let generation = restored.lease_generation();
-            if restored.id() != session {
-                return Err(TakeOver::Refused);
-            }
-            if !self
-                .keys
-                .verify(session.as_str(), &owner, generation, token)
-            {
-                // A token of a later generation than the stored image: the
-                // store is behind the session (it lost its newest state).
-                let newer = (1..=TOKEN_LOOKAHEAD).any(|d| {
-                    self.keys.verify(
-                        session.as_str(),
-                        &owner,
-                        generation.saturating_add(d),
-                        token,
-                    )
-                });
-                tracing::debug!(%session, newer, generation, "resume token not of the stored generation");
-                return Err(if newer {
-                    // Unless the store lost data lately (the node holding
-                    // the newest copy may be writing it back), it was
-                    // lost: a replica that missed writes was promoted.
-                    match self.after_loss(node).await {
-                        TakeOver::Refused => TakeOver::StateLost,
-                        other => other,
-                    }
-                } else {
-                    TakeOver::Refused
-                });
-            }
-            let fence = match self
-                .manager
-                .import(restored, record.incarnation.saturating_add(1))
-            {
-                Ok(fence) => fence,
-                Err(refused)
-                    if refused.error.kind() == duplex_core::ErrorKind::CapacityExhausted =>
-                {
-                    return Err(TakeOver::Full)
-                }
-                Err(_) => return Err(TakeOver::Refused),
-            };
-            let released = self.release_previous(session);
-            let Ok(next) = self.manager.resume(&fence, generation) else {
-                self.drop_local(session);
-                return Err(TakeOver::Refused);
-            };
-            match self.claim(node, session, &record, released).await {
-                Ok(()) => {
-                    tracing::debug!(%session, incarnation = fence.incarnation, "taken over");
-                    bump(&self.stats.taken_over);
-                    return Ok((fence, owner, next));
-                }
-                Err(Stored::Lost) => {}
-                Err(Stored::Unavailable | Stored::Yes) => return Err(TakeOver::Unavailable),
+            match self.take_over_from(node, session, token, &record).await {
+                Ok(resumed) => return Ok(resumed),
+                Err(None) => {}
+                Err(Some(refusal)) => return Err(refusal),
             }
         }
-        Err(TakeOver::Refused)
+        Err(Refusal::Refused)
+    }
+
+    /// Takes `session` over from `record`: restores its image, checks the
+    /// token, imports and resumes it, and claims the record. `Err(None)`:
+    /// another node moved first; read again.
+    async fn take_over_from(
+        &self,
+        node: &Node,
+        session: &Id,
+        token: &str,
+        record: &Record,
+    ) -> Result<Resumed, Option<Refusal>> {
+        let restored = match Image::restore_with_capacities(&record.image) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(%session, "stored image refused: {e}");
+                return Err(Some(Refusal::Refused));
+            }
+        };
+        let Some(owner) = owner_of(&restored) else {
+            return Err(Some(Refusal::Refused));
+        };
+        let generation = restored.lease_generation();
+        if restored.id() != session {
+            return Err(Some(Refusal::Refused));
+        }
+        let verdict = policy::token(generation, TOKEN_LOOKAHEAD, |g| {
+            self.keys.verify(session.as_str(), &owner, g, token)
+        });
+        match verdict {
+            Token::Current => {}
+            Token::Newer => {
+                tracing::debug!(%session, generation, "resume token of a later generation than the stored image");
+                return Err(Some(policy::newer_token(self.after_loss(node).await)));
+            }
+            Token::Wrong => {
+                tracing::debug!(%session, generation, "resume token not of the stored generation");
+                return Err(Some(Refusal::Refused));
+            }
+        }
+        let fence = match self
+            .manager
+            .import(restored, record.incarnation.saturating_add(1))
+        {
+            Ok(fence) => fence,
+            Err(refused) if refused.error.kind() == duplex_core::ErrorKind::CapacityExhausted => {
+                return Err(Some(Refusal::Full))
+            }
+            Err(_) => return Err(Some(Refusal::Refused)),
+        };
+        let released = self.release_previous(session);
+        let Ok(next) = self.manager.resume(&fence, generation) else {
+            self.drop_local(session);
+            return Err(Some(Refusal::Refused));
+        };
+        match self.claim(node, session, record, released).await {
+            Ok(()) => {
+                tracing::debug!(%session, incarnation = fence.incarnation, "taken over");
+                bump(&self.stats.taken_over);
+                Ok(Resumed::TakenOver(fence, owner, next))
+            }
+            Err(Stored::Lost) => Err(None),
+            Err(Stored::Unavailable | Stored::Yes) => Err(Some(Refusal::Unavailable)),
+        }
     }
 
     /// Releases every engine request the session holds (they were the

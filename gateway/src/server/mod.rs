@@ -20,6 +20,7 @@ pub mod limits;
 pub mod metrics;
 pub(crate) mod outbox;
 pub mod ownership;
+mod policy;
 mod recovery;
 pub(crate) mod state;
 pub(crate) mod stream;

@@ -9,7 +9,8 @@ use duplex_core::Id;
 use futures_util::StreamExt;
 
 use crate::cluster::{Node, WriteBack};
-use crate::server::durable::{Stored, TakeOver};
+use crate::server::durable::Stored;
+use crate::server::policy::{self, Refusal, Seen};
 use crate::server::state::Shared;
 use crate::stats::bump;
 
@@ -41,7 +42,16 @@ impl Shared {
         // holds it, its client is told it was lost).
         if !node.shadows.has(session) {
             match node.directory.load(session.as_str()).await {
-                Ok(Some(r)) if r.node == node.directory.node() && r.incarnation == inc => {
+                Ok(r)
+                    if policy::vouch(
+                        r.as_ref().map(|r| Seen {
+                            node: &r.node,
+                            incarnation: r.incarnation,
+                        }),
+                        node.directory.node(),
+                        inc,
+                    ) =>
+                {
                     if let Err(e) = self.load_shadow(node, session).await {
                         bump(&self.stats.store_failed);
                         tracing::warn!(%session, "not written back yet (its log not read): {e}");
@@ -155,7 +165,7 @@ impl Shared {
     pub(crate) async fn repairing(&self, node: &Node) -> bool {
         node.recovering.load(Ordering::SeqCst)
             || node.loss_unnoted.load(Ordering::SeqCst)
-            || matches!(self.after_loss(node).await, TakeOver::Unavailable)
+            || self.after_loss(node).await == Refusal::Unavailable
     }
 
     /// Writes back every session held here, and the logs of those closed
@@ -240,34 +250,28 @@ impl Shared {
     /// (try again) while a live node may still be writing it back,
     /// `StateLost` once every live node has written back what it held,
     /// `Refused` long after (within the grace, it would have expired).
-    pub(crate) async fn after_loss(&self, node: &Node) -> TakeOver {
-        let ttl = node.liveness_ttl;
+    pub(crate) async fn after_loss(&self, node: &Node) -> Refusal {
         let directory = &node.directory;
-        let since = match directory.since_loss().await {
-            Ok(Some(since)) => since,
-            Ok(None) => return TakeOver::Refused,
-            Err(_) => return TakeOver::Unavailable,
+        let Ok(since) = directory.since_loss().await else {
+            return Refusal::Unavailable;
         };
-        if since > self.config.grace + ttl * 2 {
-            return TakeOver::Refused;
-        }
-        // Every live node announces itself each quarter TTL: by half of
-        // it, each has seen the store's new generation.
-        if since < ttl / 2 {
-            return TakeOver::Unavailable;
+        if let Some(answer) = policy::loss_window(since, self.config.grace, node.liveness_ttl) {
+            return answer;
         }
         let (Ok(nodes), Ok(done)) = (
             directory.nodes().await,
             directory.recovered(&node.generation()).await,
         ) else {
-            return TakeOver::Unavailable;
+            return Refusal::Unavailable;
         };
+        let mut still_writing_back = false;
         for other in nodes.iter().filter(|n| !done.contains(n)) {
             if directory.is_live(other).await.unwrap_or(true) {
-                return TakeOver::Unavailable;
+                still_writing_back = true;
+                break;
             }
         }
-        TakeOver::StateLost
+        policy::after_nodes(still_writing_back)
     }
 
     /// Follows the notices of this node's sessions taken over elsewhere
@@ -313,10 +317,8 @@ impl Shared {
     /// an older incarnation is dropped (its requests are the new owner's).
     async fn moved(&self, session: &str, incarnation: u64) {
         let Ok(id) = Id::new(session) else { return };
-        let older = self
-            .manager
-            .with_session(&id, |s| s.fence().incarnation < incarnation);
-        if older == Some(true) {
+        let local = self.manager.with_session(&id, |s| s.fence().incarnation);
+        if policy::moved_away(local, incarnation) {
             tracing::debug!(%session, incarnation, "taken over elsewhere: the copy here is dropped");
             bump(&self.stats.moved_away);
             self.drop_local(&id);

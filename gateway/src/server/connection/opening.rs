@@ -7,8 +7,9 @@ use duplex_std::{Error, Sessions};
 use super::{Connection, Held, AUDIO};
 use crate::protocol::ServerEvent;
 use crate::server::auth::scoped;
-use crate::server::durable::{Changes, Stored, TakeOver};
+use crate::server::durable::{Changes, Resumed, Stored};
 use crate::server::ownership::{new_session_id, Owner};
+use crate::server::policy::Refusal;
 use crate::stats::bump;
 
 impl Connection {
@@ -62,13 +63,13 @@ impl Connection {
         // A node of a cluster resumes from the directory unless it holds
         // the session's current state itself.
         match self.shared.take_over(&session, token).await {
-            Ok((fence, owner, next)) => {
+            Ok(Resumed::TakenOver(fence, owner, next)) => {
                 bump(&self.shared.stats.resumed);
                 return self.resumed(session, session_id, &fence, &owner, next);
             }
-            Err(TakeOver::Local) => {}
-            Err(TakeOver::Refused) => return self.resume_refused(),
-            Err(TakeOver::Full) => {
+            Ok(Resumed::Here) => {}
+            Err(Refusal::Refused) => return self.resume_refused(),
+            Err(Refusal::Full) => {
                 return self.manager_error(
                     &Error::CapacityExhausted {
                         limit: self.shared.config.max_sessions,
@@ -76,14 +77,14 @@ impl Connection {
                     None,
                 )
             }
-            Err(TakeOver::Unavailable) => {
+            Err(Refusal::Unavailable) => {
                 return self.refusal(
                     "unavailable",
                     "the session store did not answer; try the resume again",
                     None,
                 )
             }
-            Err(TakeOver::StateLost) => {
+            Err(Refusal::StateLost) => {
                 tracing::debug!(%session, "resume answered state_lost");
                 bump(&self.shared.stats.state_lost);
                 return self.refusal(
