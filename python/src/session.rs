@@ -10,17 +10,15 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use std::borrow::Cow;
 
-use duplex_core::{CloseReason, Error as CoreError, Fence, Instant, StateKind};
+use duplex_core::{Error as CoreError, Fence, Instant, StateKind};
 use duplex_std::SessionKey;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::classes::HostClasses;
-use crate::convert::{self, fence_object, FenceArg, FenceValues};
+use crate::convert::{self, fence_object, FenceArg};
 use crate::errors::{core_error, fence_mismatch, gone, std_error, Context};
-use crate::host::{
-    each, read, update, Core, CoreFence, Host, HostCell, Managers, Profile, ProfileFence,
-};
+use crate::host::{each, read, Core, CoreFence, Host, HostCell, Managers, Profile, ProfileFence};
 pub(crate) use crate::opening::{copy_dict, lease_of, Opening};
 pub(crate) use crate::records::Record;
 
@@ -329,7 +327,7 @@ impl PySession {
                 left: Mutex::new(None),
             },
         )?;
-        crate::shapes::untrack(session.bind(py));
+        crate::shapes::untrack(session.bind(py).as_any());
         let session_config = o
             .session_config
             .map(|c| copy_dict(py, &c).map(Bound::unbind))
@@ -555,125 +553,6 @@ impl PySession {
         }))
         .flatten()
     }
-
-    /// Closes in one step (the seed's `terminate` and the manager's
-    /// `close_session`): `false` if the session was already closing. The
-    /// fence is accepted first (a refusal changes nothing); the core closes
-    /// the session where it sits (the generation bump and the release are
-    /// its rule); nobody reads the released ids here.
-    pub(crate) fn terminate_now(
-        &self,
-        py: Python<'_>,
-        fence: &FenceArg<'_>,
-        reason: &Bound<'_, PyString>,
-    ) -> PyResult<bool> {
-        let mut g = self.lock(py);
-        let cx = self.cx(py);
-        // Already closing (or closed): the seed answers False.
-        if !matches!(g.kind()?, StateKind::Open | StateKind::Detached) {
-            return Ok(false);
-        }
-        let accepted = update!(&mut g.core()?, [let f = fence.fence()?], |s| s.accept_fence(&f))?;
-        if let Err(e) = accepted {
-            return Err(self.refuse(py, &mut g, e, Some(&fence.object), cx));
-        }
-        let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
-        let facts = Self::facts_of(&core).unwrap_or_default();
-        let core_reason = close_reason(reason.to_str()?);
-        let generation = update!(&mut core, [let f = fence.fence()?], |s| {
-            let mut released = duplex_core::RequestIds::new();
-            s.close_into(&f, core_reason, &mut released)
-                .map(|()| s.lease_generation())
-        })?
-        .map_err(|e| core_error(e, cx))?;
-        inner.closed = Some(Box::new(Closed {
-            fence: fence.object.clone().unbind(),
-            epoch: fence.epoch,
-            turn: fence.turn,
-            generation,
-            facts,
-        }));
-        inner.fence_object = Some(fence.object.clone().unbind());
-        inner.terminal_reason = Some(reason.clone().unbind());
-        let records = std::mem::take(&mut inner.records);
-        drop(g);
-        drop(records);
-        Ok(true)
-    }
-
-    pub(crate) fn begin_close_locked(
-        &self,
-        py: Python<'_>,
-        g: &mut Locked<'_>,
-        fence: &FenceArg<'_>,
-        reason: &Bound<'_, PyString>,
-    ) -> PyResult<bool> {
-        let core_reason = close_reason(reason.to_str()?);
-        let cx = self.cx(py);
-        let result =
-            update!(&mut g.core()?, [let f = fence.fence()?], |s| s.begin_close(&f, core_reason))?;
-        match result {
-            Ok(()) => {
-                Self::remember(g, fence)?;
-                let inner = g.inner()?;
-                // Already closing: the seed answers True, and keeps the
-                // first reason.
-                if inner.terminal_reason.is_none() {
-                    inner.terminal_reason = Some(reason.clone().unbind());
-                }
-                Ok(true)
-            }
-            Err(e) => Err(self.refuse(py, g, e, Some(&fence.object), cx)),
-        }
-    }
-
-    /// Closing → Closed, where the session sits: the requests it still
-    /// held.
-    pub(crate) fn finalize_locked(
-        &self,
-        py: Python<'_>,
-        g: &mut Locked<'_>,
-    ) -> PyResult<Vec<String>> {
-        let cx = self.cx(py);
-        let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
-        let facts = Self::facts_of(&core).unwrap_or_default();
-        let ids: Vec<String> = update!(&mut core, [], |s| s
-            .finalize()
-            .map(|ids| { ids.iter().map(|id| id.as_str().to_owned()).collect() }))?
-        .map_err(|e| core_error(e, cx))?;
-        // The fence object the seed shows: the remembered one if the core's
-        // fence (kept once closed) still has its values.
-        let (values, current) = read!(&*core.managers, core.key, |s| {
-            (
-                FenceValues::of(s.fence()),
-                inner
-                    .fence_object
-                    .as_ref()
-                    .is_some_and(|o| FenceArg::read(o.bind(py)).is_ok_and(|arg| arg.is(s.fence()))),
-            )
-        })
-        .ok_or_else(gone)?;
-        let fence = match (&inner.fence_object, current) {
-            (Some(object), true) => object.clone_ref(py),
-            _ => values.object(py, self.classes.get())?.unbind(),
-        };
-        let (epoch, turn, generation) = read!(&*core.managers, core.key, |s| {
-            (s.fence().epoch, s.fence().turn, s.lease_generation())
-        })
-        .unwrap_or_default();
-        inner.closed = Some(Box::new(Closed {
-            fence,
-            epoch,
-            turn,
-            generation,
-            facts,
-        }));
-        let records = std::mem::take(&mut inner.records);
-        drop(records);
-        Ok(ids)
-    }
 }
 
 /// The handle of a session whose manager has let it go: the closed
@@ -688,16 +567,6 @@ pub(crate) fn let_go(host: &mut Host<Inner>, key: SessionKey) -> Option<Py<PySes
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(inner));
     Some(handle)
-}
-
-/// The core's close reason for a reason string (free strings, as the seed
-/// takes them, are kept as given; the core records the nearest).
-pub(crate) fn close_reason(reason: &str) -> CloseReason {
-    CloseReason::ALL
-        .iter()
-        .copied()
-        .find(|r| r.as_str() == reason)
-        .unwrap_or(CloseReason::ExplicitClose)
 }
 
 pub(crate) fn ids_list<'py, 'a>(

@@ -419,7 +419,8 @@ pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
     Ok(())
 }
 
-/// Takes a session object off the cycle collector's list.
+/// Takes a session object (a `DuplexSessionRuntimeState`) off the cycle
+/// collector's list.
 ///
 /// PyO3 makes every class a GC type, but a `DuplexSessionRuntimeState`
 /// reports no references to the collector (it has no `__traverse__`: what
@@ -428,7 +429,7 @@ pub(crate) fn wrap_init(class: &Bound<'_, PyType>) -> PyResult<()> {
 /// one: tracking it only costs each collection a visit, and each open a
 /// third of its time in a host with many sessions. CPython untracks its own
 /// objects the same way (a tuple of atomic values).
-pub(crate) fn untrack(object: &Bound<'_, crate::session::PySession>) {
+pub(crate) fn untrack(object: &Bound<'_, PyAny>) {
     // SAFETY: a live object of a GC type (PyO3 sets `Py_TPFLAGS_HAVE_GC`
     // on every class), under the interpreter's lock; untracking a tracked
     // object is what `tp_dealloc` does first, and CPython's dealloc checks
