@@ -215,7 +215,14 @@ async fn answer(
             }
             typed(
                 StatusCode::OK,
-                shared.metrics.render(shared),
+                shared.metrics.render(
+                    &shared.counters(),
+                    &crate::server::metrics::Gauges {
+                        connections_open: shared.slots.open(),
+                        sessions: shared.manager.len(),
+                        journal_bytes: shared.journals.bytes(),
+                    },
+                ),
                 "text/plain; version=0.0.4; charset=utf-8",
             )
         }

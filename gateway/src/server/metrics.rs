@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::server::state::Shared;
+use crate::stats::Counters;
 
 /// Bucket bounds of the latency histograms, in seconds: 50 µs to 5 s.
 const SECONDS: &[f64] = &[
@@ -200,9 +200,9 @@ impl Metrics {
     }
 
     /// The page: this gateway's counters and gauges, then the recorder's.
-    pub(crate) fn render(&self, shared: &Shared) -> String {
+    pub(crate) fn render(&self, counters: &Counters, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(8 * 1024);
-        for (name, value, help) in shared.counters().described() {
+        for (name, value, help) in counters.described() {
             let _ = write!(
                 out,
                 "# HELP duplex_gateway_{name}_total {help}\n\
@@ -214,17 +214,13 @@ impl Metrics {
             (
                 "connections_open",
                 "Connections open now.",
-                shared.slots.open(),
+                gauges.connections_open,
             ),
-            (
-                "sessions",
-                "Sessions in the manager now.",
-                shared.manager.len(),
-            ),
+            ("sessions", "Sessions in the manager now.", gauges.sessions),
             (
                 "journal_bytes",
                 "Bytes held by the realtime sessions' journals.",
-                shared.journals.bytes(),
+                gauges.journal_bytes,
             ),
         ];
         for (name, help, value) in gauges {
@@ -270,6 +266,17 @@ impl Metrics {
         }
         out
     }
+}
+
+/// What `/metrics` shows of the gateway now, beside its counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gauges {
+    /// Connections open now.
+    pub(crate) connections_open: usize,
+    /// Sessions in the manager now.
+    pub(crate) sessions: usize,
+    /// Bytes held by the realtime sessions' journals.
+    pub(crate) journal_bytes: usize,
 }
 
 /// The string value of `"name":"..."` in `text`, if it has no escapes.
