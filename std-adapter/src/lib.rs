@@ -56,6 +56,7 @@
 
 mod clock;
 mod error;
+mod host;
 mod manager;
 pub mod metrics;
 mod sessions;
@@ -68,12 +69,14 @@ pub use clock::MonotonicClock;
 pub use clock::TokioClock;
 pub use duplex_core::Expiry;
 pub use error::Error;
+pub use host::Host;
 pub use manager::{
     ManagerConfig, NotImported, Released, ServerManager, SessionKey, SessionManager,
 };
 pub use sessions::Sessions;
 pub use shared::{
-    default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedManager,
+    default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedKey,
+    SharedManager,
 };
 pub use view::SessionView;
 

@@ -169,8 +169,7 @@ impl<
         key: SessionKey,
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
-        let slot = self.slot_of(key)?;
-        self.run_slot(slot, false, |s, _| op(s)).map(|(r, _)| r)
+        self.run_at(key, false, |s, _| op(s)).map(|(r, _)| r)
     }
 
     /// [`Sessions::apply`](crate::Sessions::apply) through a key: `op` gets
@@ -196,9 +195,42 @@ impl<
         key: SessionKey,
         op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
-        let slot = self.slot_of(key)?;
-        self.run_slot(slot, true, |s, clock| op(s, clock.now()))
+        self.run_at(key, true, |s, clock| op(s, clock.now()))
             .map(|(r, _)| r)
+    }
+
+    /// Runs `op` on the session of `key` with the books kept; the result
+    /// and a deadline that came earlier (`timed`: the clock was read).
+    #[inline]
+    pub(crate) fn run_at<T>(
+        &mut self,
+        key: SessionKey,
+        timed: bool,
+        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
+    ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
+        let slot = self.slot_of(key)?;
+        self.run_slot(slot, timed, op)
+    }
+
+    /// Runs `op` on the session of `key`, read-only (what a manager behind a
+    /// lock offers instead of [`get_at`](Self::get_at)'s reference); `None`
+    /// once the key's session has left.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let key = m.open_keyed(Fence::new(Id::new("s")?, 0), OpenOptions::default())?;
+    /// assert_eq!(m.read_at(key, AnySession::kind), Some(StateKind::Open));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn read_at<T>(
+        &self,
+        key: SessionKey,
+        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
+    ) -> Option<T> {
+        self.get_at(key).map(op)
     }
 
     /// Removes the session of `key` once it is closed where it sits (a

@@ -9,6 +9,7 @@
 //! compare-and-swap before a session is inserted, so `max_sessions` is never
 //! exceeded under any interleaving, and a refused open changes nothing.
 
+mod keys;
 mod migrate;
 mod operations;
 mod permit;
@@ -29,6 +30,7 @@ use crate::manager::{ManagerConfig, SessionManager};
 use crate::view::SessionView;
 use reaper::Wake;
 
+pub use keys::SharedKey;
 pub use permit::AdmissionPermit;
 pub use reaper::{ReaperStats, ReaperThread};
 
