@@ -2,7 +2,7 @@
 //!
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
-//! | `duplex_gateway_<counter>_total` | counter | | each of [`Counters`](crate::stats::Counters) (connections, opened, appended, refusals, limits hit, takeovers, adoptions, ...) |
+//! | `duplex_gateway_<counter>_total` | counter | | each of [`Counters`] (connections, opened, appended, refusals, limits hit, takeovers, adoptions, ...) |
 //! | `duplex_gateway_connections_open` | gauge | | connections open now |
 //! | `duplex_gateway_sessions` | gauge | | sessions in the manager now |
 //! | `duplex_gateway_journal_bytes` | gauge | | bytes held by the realtime sessions' journals |
