@@ -126,7 +126,8 @@ impl<
     ) -> Result<SharedKey, Error<L>> {
         let shard = self.shard_index(&fence.session);
         let mut m = lock(&self.shards[shard]);
-        // `session_exists` comes before `capacity_exhausted`, as in `open`.
+        // `session_exists` comes before `capacity_exhausted`; under the
+        // shard lock no other open of this id can interleave.
         if m.get(&fence.session).is_some() {
             return Err(Error::SessionExists {
                 session: fence.session,

@@ -396,27 +396,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(&self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
-        let mut shard = lock(self.shard(&fence.session));
-        // `session_exists` comes before `capacity_exhausted`; under the
-        // shard lock no other open of this id can interleave.
-        if shard.get(&fence.session).is_some() {
-            return Err(Error::SessionExists {
-                session: fence.session,
-            });
-        }
-        self.reserve_slot()?;
-        let session = fence.session.clone();
-        match shard.open(fence, options) {
-            Ok(()) => {
-                self.sessions.fetch_add(1, Ordering::AcqRel);
-                self.deadline_may_be_earlier(&shard, &session);
-                Ok(())
-            }
-            Err(e) => {
-                self.unreserve(1);
-                Err(e)
-            }
-        }
+        self.open_keyed(fence, options).map(|_| ())
     }
 
     /// Reserves an admission slot now, for a session opened later: the
