@@ -2,10 +2,12 @@
 //! while the session is there, and never reaches another session.
 
 use duplex_core::{
-    CloseReason, Error as CoreError, ErrorKind, Fence, Id, InputMode, ManualClock, OpenOptions,
-    StateKind,
+    AnySession, CloseReason, Error as CoreError, ErrorKind, Fence, Id, InputMode, ManualClock,
+    OpenOptions, StateKind,
 };
-use duplex_std::{ManagerConfig, SessionKey, SessionManager, Sessions};
+use duplex_std::{
+    Host, ManagerConfig, MonotonicClock, SessionKey, SessionManager, Sessions, SharedManager,
+};
 
 fn manager() -> SessionManager<ManualClock> {
     SessionManager::new(ManualClock::default(), ManagerConfig::default()).expect("manager")
@@ -115,4 +117,108 @@ fn a_session_closed_where_it_sits_stays_listed_until_removed() {
     assert!(m.is_empty());
     assert_eq!(m.remove_closed_at(key), None);
     m.open(g, OpenOptions::default()).unwrap();
+}
+
+// The shared manager's keys: the same rules through the shard's lock, and
+// admission kept exact.
+
+fn shared(max: Option<usize>) -> SharedManager<MonotonicClock> {
+    let config = ManagerConfig {
+        max_sessions: max,
+        ..ManagerConfig::default()
+    };
+    SharedManager::with_shards(MonotonicClock::new(), config, 4).expect("manager")
+}
+
+#[test]
+fn a_refused_keyed_open_changes_nothing() {
+    let m = shared(Some(1));
+    let f = Fence::new(Id::new("a").unwrap(), 0);
+    let key = m.open_keyed(f.clone(), OpenOptions::default()).unwrap();
+    m.update_at(key, |s| s.append(&f, InputMode::TurnCommitOnly))
+        .unwrap()
+        .unwrap();
+    let before = m.inspect(&f.session).unwrap();
+    // The same id again: refused before admission is asked.
+    let again = Fence::new(f.session.clone(), 1);
+    let exists = m.open_keyed(again, OpenOptions::default()).unwrap_err();
+    assert_eq!(exists.kind(), ErrorKind::SessionExists);
+    // Another id past the cap.
+    let b = Fence::new(Id::new("b").unwrap(), 0);
+    let full = m.open_keyed(b.clone(), OpenOptions::default()).unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::CapacityExhausted);
+    assert_eq!((m.len(), m.reserved()), (1, 1));
+    assert_eq!(m.key(&b.session), None);
+    assert_eq!(m.key(&f.session), Some(key));
+    assert_eq!(m.inspect(&f.session).unwrap(), before);
+}
+
+#[test]
+fn a_shared_key_never_reaches_a_later_session_of_its_slot() {
+    let m = shared(None);
+    let f = Fence::new(Id::new("s").unwrap(), 0);
+    let key = m.open_keyed(f.clone(), OpenOptions::default()).unwrap();
+    assert_eq!(key.shard(), m.shard_of(&f.session));
+    let _ = m.close(&f, CloseReason::ClientClose).unwrap();
+    // The same id again takes the same shard and slot.
+    let again = Fence::new(f.session.clone(), 1);
+    let later = m.open_keyed(again.clone(), OpenOptions::default()).unwrap();
+    assert_eq!(later.in_shard().slot(), key.in_shard().slot());
+    assert_ne!(later, key);
+    assert!(m.read_at(key, AnySession::kind).is_none());
+    assert!(m
+        .update_at(key, |s| s.append(&again, InputMode::TurnCommitOnly))
+        .is_none());
+    assert!(m
+        .apply_at(key, |s, now| s.touch(
+            &again,
+            duplex_core::Activity::Heartbeat,
+            now
+        ))
+        .is_none());
+    assert!(m.remove_closed_at(key).is_none());
+    assert_eq!(m.inspect(&again.session).unwrap().input_seq, 0);
+    assert_eq!(m.read_at(later, AnySession::kind), Some(StateKind::Open));
+}
+
+#[test]
+fn removing_a_session_that_is_not_closed_is_refused_and_changes_nothing() {
+    let m = shared(Some(1));
+    let f = Fence::new(Id::new("s").unwrap(), 0);
+    let key = m.open_keyed(f.clone(), OpenOptions::default()).unwrap();
+    m.update_at(key, |s| s.begin_close(&f, CloseReason::ClientClose))
+        .unwrap()
+        .unwrap();
+    let refused = m.remove_closed_at(key).unwrap().unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::WrongState);
+    assert_eq!((m.len(), m.reserved()), (1, 1));
+    assert_eq!(m.read_at(key, AnySession::kind), Some(StateKind::Closing));
+    // Closed where it sits, then removed: its admission slot is free.
+    let released = m.update_at(key, AnySession::finalize).unwrap().unwrap();
+    assert!(released.is_empty());
+    m.remove_closed_at(key).unwrap().unwrap();
+    assert_eq!((m.len(), m.reserved()), (0, 0));
+    m.open_keyed(Fence::new(Id::new("t").unwrap(), 0), OpenOptions::default())
+        .unwrap();
+}
+
+/// Code written once for either manager, through `Host`.
+fn one_call(h: &mut impl Host, id: &str) -> usize {
+    let f = Fence::new(Id::new(id).unwrap(), 0);
+    let key = h.open_keyed(f.clone(), OpenOptions::default()).unwrap();
+    h.sessions().bind(&f, 0, "tts-1").unwrap();
+    let refused = h
+        .close_generation(&f, 9, CloseReason::ClientClose)
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::GenerationMismatch);
+    assert_eq!(h.read_at(key, AnySession::kind), Some(StateKind::Open));
+    let released = h.close(&f, CloseReason::ClientClose).unwrap().unwrap();
+    assert!(h.is_empty());
+    released.len()
+}
+
+#[test]
+fn a_host_written_once_runs_on_either_manager() {
+    assert_eq!(one_call(&mut manager(), "a"), 1);
+    assert_eq!(one_call(&mut &shared(None), "a"), 1);
 }
