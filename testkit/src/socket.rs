@@ -16,6 +16,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// A client's WebSocket.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let ws: Ws = connect("ws://127.0.0.1:8787").await;
+/// # drop(ws);
+/// # }
+/// ```
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A gateway on an ephemeral loopback port, stopped by the sender: the
@@ -24,6 +32,17 @@ pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// # Panics
 ///
 /// On an invalid config, or without a loopback port.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let (_gateway, url, stop, served) = start(audit_config()).await;
+/// assert!(url.starts_with("ws://127.0.0.1:"));
+/// let _ = stop.send(());
+/// let counters = served.await.unwrap();
+/// # drop(counters);
+/// # }
+/// ```
 pub async fn start(
     config: Config,
 ) -> (
@@ -45,10 +64,25 @@ pub async fn start(
 }
 
 /// The admin token of the test gateways.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// assert_eq!(audit_config().admin_token.as_deref(), Some(ADMIN));
+/// # }
+/// ```
 pub const ADMIN: &str = "test-admin-token";
 
 /// A test gateway's config: audit on under [`ADMIN`], 1 s grace, the
 /// stand-in engine answering each turn with two deltas 2 ms apart.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let config = audit_config();
+/// assert!(config.audit);
+/// # }
+/// ```
 #[must_use]
 pub fn audit_config() -> Config {
     Config {
@@ -66,6 +100,14 @@ pub fn audit_config() -> Config {
 /// # Panics
 ///
 /// When the socket is closed.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let mut ws = connect("ws://127.0.0.1:8787").await;
+/// send(&mut ws, serde_json::json!({"type": "session.open"})).await;
+/// # }
+/// ```
 pub async fn send(ws: &mut Ws, value: serde_json::Value) {
     ws.send(Message::text(value.to_string()))
         .await
@@ -77,6 +119,16 @@ pub async fn send(ws: &mut Ws, value: serde_json::Value) {
 /// # Panics
 ///
 /// Without a text message within 10 s, or on one that is no server event.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let mut ws = connect("ws://127.0.0.1:8787").await;
+/// send(&mut ws, serde_json::json!({"type": "session.open"})).await;
+/// let opened = next(&mut ws).await;
+/// # drop(opened);
+/// # }
+/// ```
 pub async fn next(ws: &mut Ws) -> ServerEvent {
     loop {
         let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
@@ -95,6 +147,15 @@ pub async fn next(ws: &mut Ws) -> ServerEvent {
 /// # Panics
 ///
 /// As [`next`].
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let mut ws = connect("ws://127.0.0.1:8787").await;
+/// send(&mut ws, chunk("e1", 0, 0)).await;
+/// assert_eq!(kind(&reply(&mut ws).await), "no_session");
+/// # }
+/// ```
 pub async fn reply(ws: &mut Ws) -> ServerEvent {
     loop {
         match next(ws).await {
@@ -105,6 +166,12 @@ pub async fn reply(ws: &mut Ws) -> ServerEvent {
 }
 
 /// An error's kind, or `"not an error"`.
+///
+/// ```
+/// use duplex_gateway::protocol::ServerEvent;
+/// let e = ServerEvent::Appended { event_id: "e1".into(), seq: 1, turn_seq: 1, duplicate: false };
+/// assert_eq!(duplex_testkit::socket::kind(&e), "not an error");
+/// ```
 pub fn kind(e: &ServerEvent) -> &str {
     match e {
         ServerEvent::Error { kind, .. } => kind,
@@ -113,6 +180,11 @@ pub fn kind(e: &ServerEvent) -> &str {
 }
 
 /// A native `input.append` of 20 ms of audio.
+///
+/// ```
+/// let c = duplex_testkit::socket::chunk("e1", 0, 1);
+/// assert_eq!((c["type"].as_str(), c["turn"].as_u64()), (Some("input.append"), Some(1)));
+/// ```
 pub fn chunk(event_id: &str, epoch: u64, turn: u64) -> serde_json::Value {
     json!({"type": "input.append", "event_id": event_id, "epoch": epoch, "turn": turn, "audio": encode_audio(&[1; 640])})
 }
@@ -122,6 +194,14 @@ pub fn chunk(event_id: &str, epoch: u64, turn: u64) -> serde_json::Value {
 /// # Panics
 ///
 /// When the connection fails.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let mut ws = connect("ws://127.0.0.1:8787").await;
+/// send(&mut ws, serde_json::json!({"type": "session.open"})).await;
+/// # }
+/// ```
 pub async fn connect(url: &str) -> Ws {
     tokio_tungstenite::connect_async(url)
         .await

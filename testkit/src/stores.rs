@@ -18,6 +18,10 @@
 use crate::redis::{LocalRedis, RedisCluster, RedisSentinel, RedisServer};
 
 /// The reason a test that needs Redis gives for its `#[ignore]`.
+///
+/// ```
+/// assert_eq!(duplex_testkit::stores::NEEDS_REDIS, "needs redis-server");
+/// ```
 pub const NEEDS_REDIS: &str = "needs redis-server";
 
 /// One `redis-server`.
@@ -25,6 +29,11 @@ pub const NEEDS_REDIS: &str = "needs redis-server";
 /// # Panics
 ///
 /// When it cannot be started, saying why (not on `PATH`, no free port).
+///
+/// ```no_run
+/// let server = duplex_testkit::stores::server();
+/// assert!(server.url().starts_with("redis://127.0.0.1:"));
+/// ```
 #[must_use]
 pub fn server() -> RedisServer {
     RedisServer::start().unwrap_or_else(|e| panic!("{NEEDS_REDIS}: {e}"))
@@ -36,6 +45,11 @@ pub fn server() -> RedisServer {
 /// # Panics
 ///
 /// When either cannot be started.
+///
+/// ```no_run
+/// let names: Vec<_> = duplex_testkit::stores::all().iter().map(|s| s.name()).collect();
+/// assert_eq!(names.len(), 2);
+/// ```
 #[must_use]
 pub fn all() -> Vec<LocalRedis> {
     let cluster = LocalRedis::start(true)
@@ -49,6 +63,11 @@ pub fn all() -> Vec<LocalRedis> {
 /// # Panics
 ///
 /// When it cannot be started.
+///
+/// ```no_run
+/// let redis = duplex_testkit::stores::sentinel(1);
+/// assert!(redis.primary_port().is_ok());
+/// ```
 #[must_use]
 pub fn sentinel(min_replicas: u32) -> RedisSentinel {
     RedisSentinel::start(min_replicas).unwrap_or_else(|e| panic!("{NEEDS_REDIS} (Sentinels): {e}"))
@@ -60,6 +79,11 @@ pub fn sentinel(min_replicas: u32) -> RedisSentinel {
 /// # Panics
 ///
 /// When it cannot be started.
+///
+/// ```no_run
+/// let cluster = duplex_testkit::stores::cluster(1, 0);
+/// assert_eq!(cluster.urls().len(), 6);
+/// ```
 #[must_use]
 pub fn cluster(replicas: u32, min_replicas: u32) -> RedisCluster {
     RedisCluster::start_with(replicas, min_replicas)
