@@ -67,10 +67,7 @@ impl Shared {
             tracing::error!(%session, "a directory entry that is not a session id");
             return Ok(true);
         };
-        let seen = record.as_ref().map(|r| Seen {
-            node: &r.node,
-            incarnation: r.incarnation,
-        });
+        let seen = Seen::of(record.as_ref());
         let held_here = self.manager.with_session(&id, |_| ()).is_some();
         let record = match (policy::adopt(seen, dead, held_here), record) {
             (AdoptStep::TakeOver, Some(record)) => record,

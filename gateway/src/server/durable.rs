@@ -395,10 +395,7 @@ impl Shared {
                     return Err(Refusal::Unavailable);
                 }
             };
-            let seen = record.as_ref().map(|r| Seen {
-                node: &r.node,
-                incarnation: r.incarnation,
-            });
+            let seen = Seen::of(record.as_ref());
             let held = Held {
                 incarnation: self
                     .manager

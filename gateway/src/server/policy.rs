@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use crate::cluster::DirectoryError;
+use crate::cluster::{DirectoryError, Record};
 
 /// What a decision reads of the store's record of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,16 @@ pub(crate) struct Seen<'a> {
     pub(crate) node: &'a str,
     /// Its incarnation (the fencing token).
     pub(crate) incarnation: u64,
+}
+
+impl<'a> Seen<'a> {
+    /// What a decision reads of `record` (`None`: the store has none).
+    pub(crate) fn of(record: Option<&'a Record>) -> Option<Self> {
+        record.map(|r| Seen {
+            node: &r.node,
+            incarnation: r.incarnation,
+        })
+    }
 }
 
 /// What this node holds of a session, and is doing with it.

@@ -42,16 +42,7 @@ impl Shared {
         // holds it, its client is told it was lost).
         if !node.shadows.has(session) {
             match node.directory.load(session.as_str()).await {
-                Ok(r)
-                    if policy::vouch(
-                        r.as_ref().map(|r| Seen {
-                            node: &r.node,
-                            incarnation: r.incarnation,
-                        }),
-                        node.directory.node(),
-                        inc,
-                    ) =>
-                {
+                Ok(r) if policy::vouch(Seen::of(r.as_ref()), node.directory.node(), inc) => {
                     if let Err(e) = self.load_shadow(node, session).await {
                         bump(&self.stats.store_failed);
                         tracing::warn!(%session, "not written back yet (its log not read): {e}");
