@@ -11,10 +11,10 @@
 
 use core::cell::Cell;
 
-use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::profile::Device;
 use duplex_core::{
-    Clock, CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open,
-    OpenOptions,
+    AnySession, Clock, CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes,
+    Open, OpenOptions, Session,
 };
 
 /// A clock over a free-running millisecond tick counter (SysTick, an RTC):
@@ -42,7 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .modes(Modes::only(AUDIO))
         .lease(lease);
     let turn0 = Fence::new(Id::new("kitchen-speaker")?, 0);
-    let mut session = DeviceSession::open_with_capacities(turn0.clone(), opts, clock.now())?;
+    let mut session =
+        Session::<Open, Device>::open_with_capacities(turn0.clone(), opts, clock.now())?;
     println!("opened {} at {}", session.id(), clock.now());
 
     // The user speaks: one chunk each 20 ms.
@@ -81,14 +82,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     session.append(&turn1, AUDIO)?;
 
     // Kept across a reset: a snapshot image in a fixed buffer, no heap.
-    let mut buf = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+    let mut buf = [0u8; Session::<Open, Device>::SNAPSHOT_MAX];
     let image = session.snapshot(&mut buf)?;
     println!(
         "snapshot: {} bytes (at most {})",
         image.len(),
-        DeviceSession::<Open>::SNAPSHOT_MAX
+        Session::<Open, Device>::SNAPSHOT_MAX
     );
-    let restored = DeviceAnySession::<(), ()>::restore_with_capacities(image)?;
+    let restored = AnySession::<Device>::restore_with_capacities(image)?;
     let session = restored
         .into_open()
         .map_err(|_| "the image held a session that is not open")?;

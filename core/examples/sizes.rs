@@ -6,20 +6,20 @@
 
 use core::mem::size_of;
 
-use duplex_core::profile::DeviceSession;
+use duplex_core::profile::Device;
 use duplex_core::{AnySession, Closed, Closing, Detached, Open, Session};
 
-type DeviceAny = AnySession<(), (), 4, 2, 4, 2, 16, 2>;
+type DeviceAny = AnySession<Device>;
 
 fn main() {
     println!("| profile | Session<Open> | Session<Detached> | Session<Closing> | Session<Closed> | AnySession |");
     println!("|---|---:|---:|---:|---:|---:|");
     println!(
         "| device | {} | {} | {} | {} | {} |",
-        size_of::<DeviceSession<Open>>(),
-        size_of::<DeviceSession<Detached>>(),
-        size_of::<DeviceSession<Closing>>(),
-        size_of::<DeviceSession<Closed>>(),
+        size_of::<Session<Open, Device>>(),
+        size_of::<Session<Detached, Device>>(),
+        size_of::<Session<Closing, Device>>(),
+        size_of::<Session<Closed, Device>>(),
         size_of::<DeviceAny>(),
     );
     println!(
@@ -33,7 +33,7 @@ fn main() {
     #[cfg(feature = "serde")]
     println!(
         "\nlargest snapshot (SNAPSHOT_MAX): device {} bytes, default {} bytes",
-        DeviceSession::<Open>::SNAPSHOT_MAX,
+        Session::<Open, Device>::SNAPSHOT_MAX,
         Session::<Open>::SNAPSHOT_MAX,
     );
 }

@@ -3,10 +3,11 @@
 
 use core::fmt;
 
-use crate::base::conformance::ID_LEN;
 use crate::error::{Error, Staleness};
 use crate::fence::{Fence, Position};
+use crate::id::Id;
 use crate::mode::InputMode;
+use crate::profile::{Conformance, Profile, ResultsRow, Tables};
 
 /// The sequence numbers an append was given.
 ///
@@ -184,19 +185,19 @@ impl Cursor {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Reservation<const L: usize = { ID_LEN }> {
-    pub(crate) fence: Fence<L>,
+pub struct Reservation<I = Id> {
+    pub(crate) fence: Fence<I>,
     pub(crate) mode: InputMode,
-    pub(crate) base_fence: Fence<L>,
+    pub(crate) base_fence: Fence<I>,
     pub(crate) base: Cursor,
     pub(crate) on_commit: Appended,
 }
 
-impl<const L: usize> Reservation<L> {
+impl<I: Clone + PartialEq> Reservation<I> {
     /// The fence the append carries.
     ///
     /// See the type-level example.
-    pub fn fence(&self) -> &Fence<L> {
+    pub fn fence(&self) -> &Fence<I> {
         &self.fence
     }
 
@@ -217,7 +218,7 @@ impl<const L: usize> Reservation<L> {
     /// The session's fence when the reservation was made.
     ///
     /// See [`from_parts`](Self::from_parts).
-    pub fn base_fence(&self) -> &Fence<L> {
+    pub fn base_fence(&self) -> &Fence<I> {
         &self.base_fence
     }
 
@@ -255,9 +256,9 @@ impl<const L: usize> Reservation<L> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn from_parts(
-        fence: Fence<L>,
+        fence: Fence<I>,
         mode: InputMode,
-        base_fence: Fence<L>,
+        base_fence: Fence<I>,
         (seq, turn_seq, key): (u64, u64, Option<(u64, u64)>),
         on_commit: Appended,
     ) -> Option<Self> {
@@ -277,7 +278,7 @@ impl<const L: usize> Reservation<L> {
 
     /// Whether a session now at `fence` with `cursor` is still where this
     /// reservation was made; if not, why.
-    pub(crate) fn check_fresh(&self, fence: &Fence<L>, cursor: &Cursor) -> Result<(), Error> {
+    pub(crate) fn check_fresh(&self, fence: &Fence<I>, cursor: &Cursor) -> Result<(), Error> {
         let staleness = if fence.epoch != self.base_fence.epoch {
             Staleness::EpochMoved {
                 from: self.base_fence.epoch,
@@ -301,7 +302,7 @@ impl<const L: usize> Reservation<L> {
 }
 
 /// The stage results of a completed append, copied out of the session (at
-/// most `K`, the profile's stage results per completed append): what a host
+/// most the profile's `STAGE_RESULTS` per completed append): what a host
 /// hands back on a retry after the session's lock is gone.
 ///
 /// # Examples
@@ -309,19 +310,22 @@ impl<const L: usize> Reservation<L> {
 /// ```
 /// use duplex_core::StageResults;
 ///
-/// let r = StageResults::<4>::new(&[7, -1])?;
+/// use duplex_core::profile::{Capacities, Server};
+///
+/// let r = StageResults::<Capacities<8, 4, 8, 4, 32, 4>>::new(&[7, -1])?;
 /// assert_eq!(r.as_slice(), [7, -1]);
-/// assert!(StageResults::<1>::new(&[1, 2]).is_err());
+/// // The server profile keeps one result (a handle) per completed append.
+/// assert!(StageResults::<duplex_core::profile::TablesOf<Server>>::new(&[1, 2]).is_err());
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct StageResults<const K: usize> {
-    values: [i64; K],
+pub struct StageResults<T: Tables = <Conformance as Profile>::Tables> {
+    values: T::Results,
     len: u8,
 }
 
-impl<const K: usize> StageResults<K> {
+impl<T: Tables> StageResults<T> {
     /// A copy of `results`.
     ///
     /// # Errors
@@ -333,11 +337,12 @@ impl<const K: usize> StageResults<K> {
     pub fn new(results: &[i64]) -> Result<Self, crate::Error> {
         let full = crate::Error::Full {
             table: crate::Table::StageResults,
-            capacity: K,
+            capacity: T::STAGE_RESULTS,
         };
-        let mut values = [0; K];
+        let mut values = T::Results::default();
         let len = u8::try_from(results.len()).map_err(|_| full)?;
         values
+            .slots_mut()
             .get_mut(..results.len())
             .ok_or(full)?
             .copy_from_slice(results);
@@ -348,15 +353,18 @@ impl<const K: usize> StageResults<K> {
     ///
     /// ```
     /// # use duplex_core::StageResults;
-    /// assert!(StageResults::<2>::new(&[])?.as_slice().is_empty());
+    /// assert!(StageResults::<duplex_core::profile::TablesOf<duplex_core::profile::Device>>::new(&[])?.as_slice().is_empty());
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     pub fn as_slice(&self) -> &[i64] {
-        self.values.get(..usize::from(self.len)).unwrap_or(&[])
+        self.values
+            .slots()
+            .get(..usize::from(self.len))
+            .unwrap_or(&[])
     }
 }
 
-impl<const K: usize> core::ops::Deref for StageResults<K> {
+impl<T: Tables> core::ops::Deref for StageResults<T> {
     type Target = [i64];
 
     fn deref(&self) -> &[i64] {

@@ -7,15 +7,15 @@ use crate::append::Finality;
 use crate::columns::{rotate_in, rotate_out, swap_down};
 use crate::error::{Error, Table};
 use crate::fence::{Fence, Position};
-use crate::id::Id;
 use crate::mode::{InputMode, Modes};
-use crate::storage::{Column, Results, Storage, StoredId};
+use crate::profile::{ResultsRow, Tables};
+use crate::storage::{Column, Storage, StoredId};
 
 /// A completed append as its session keeps it: what
 /// [`Session::completed_appends`](crate::Session::completed_appends) lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompletedAppend<'a, I> {
-    /// The operation id (an [`Id`] with inline storage).
+    /// The operation id (an [`Id`](crate::Id) with inline storage).
     pub operation: &'a I,
     /// The recorded fence's epoch.
     pub epoch: u64,
@@ -71,14 +71,14 @@ fn meta(mode: InputMode, finality: Finality, own_identity: bool) -> u8 {
 /// comparisons in a full window of 256, 3 in one of 8.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Completed<const D: usize, const L: usize, const K: usize, M: Storage> {
-    ops: M::Column<M::Id<L>, D>,
-    positions: M::Column<Position, D>,
-    results: M::Column<Results<K>, D>,
+pub(crate) struct Completed<T: Tables> {
+    ops: T::Completed<T::StoredId>,
+    positions: T::Completed<Position>,
+    results: T::Completed<T::Results>,
     /// Mode, flags and results count of each slot.
-    metas: M::Column<u8, D>,
+    metas: T::Completed<u8>,
     /// The live records' slots in op-id order: `sorted[..len]`.
-    sorted: M::Column<u8, D>,
+    sorted: T::Completed<u8>,
     /// The oldest record's slot.
     head: u8,
     /// The runtime limit (in `1..=D`) less one, so that 256 fits a byte.
@@ -91,19 +91,9 @@ pub(crate) struct Completed<const D: usize, const L: usize, const K: usize, M: S
     modes: Modes,
 }
 
-impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L, K, M> {
-    /// Compile-time checks: slots fit a byte, counts fit three bits.
-    const LAYOUT_OK: () = {
-        assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
-        assert!(
-            K <= 7,
-            "K (stage results of a completed append) must be at most 7"
-        );
-    };
-
+impl<T: Tables> Completed<T> {
     /// An empty cache; `limit` must be in `1..=D` (checked by the caller).
     pub(crate) fn new(limit: u16, modes: Modes) -> Self {
-        let () = Self::LAYOUT_OK;
         Completed {
             ops: Column::empty(),
             positions: Column::empty(),
@@ -155,10 +145,10 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// hold more rows than the limit).
     #[inline]
     fn ring(&self) -> usize {
-        if M::GROWS {
+        if <T::Storage as Storage>::GROWS {
             self.limit()
         } else {
-            D
+            T::COMPLETED
         }
     }
 
@@ -187,7 +177,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// choose by a conditional move, not a branch: the direction of each
     /// step is a coin flip that a branch predictor would mostly miss.
     #[inline]
-    fn search(&self, op: &Id<L>) -> Result<usize, usize> {
+    fn search(&self, op: &T::Id) -> Result<usize, usize> {
         self.search_by(|o| o.index_cmp(op))
     }
 
@@ -203,7 +193,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// The search, with `cmp` ordering a recorded op id against the one
     /// sought.
     #[inline]
-    fn search_by(&self, cmp: impl Fn(&M::Id<L>) -> core::cmp::Ordering) -> Result<usize, usize> {
+    fn search_by(&self, cmp: impl Fn(&T::StoredId) -> core::cmp::Ordering) -> Result<usize, usize> {
         let live = self.sorted.get(..self.len()).unwrap_or_default();
         let before = |position: usize| {
             live.get(position)
@@ -231,8 +221,8 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// The slot of `op`, if recorded: a scan of a small window, a binary
     /// search of the index in a large one.
     #[inline]
-    fn find(&self, op: &Id<L>) -> Option<usize> {
-        if D <= LINEAR_MAX {
+    fn find(&self, op: &T::Id) -> Option<usize> {
+        if T::COMPLETED <= LINEAR_MAX {
             return (0..self.len())
                 .map(|i| self.slot(i))
                 .find(|&slot| self.ops.get(slot).is_some_and(|o| o.is(op)));
@@ -242,21 +232,24 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     }
 
     /// The recorded op ids, oldest first.
-    pub(crate) fn ops(&self) -> impl Iterator<Item = &M::Id<L>> {
+    pub(crate) fn ops(&self) -> impl Iterator<Item = &T::StoredId> {
         (0..self.len()).filter_map(|i| self.ops.get(self.slot(i)))
     }
 
     /// The records `(op, results)`, oldest first.
-    pub(crate) fn results(&self) -> impl Iterator<Item = (&M::Id<L>, &[i64])> {
+    pub(crate) fn results(&self) -> impl Iterator<Item = (&T::StoredId, &[i64])> {
         (0..self.len()).filter_map(|i| {
             let slot = self.slot(i);
             let count = usize::from(*self.metas.get(slot)? >> COUNT_SHIFT);
-            Some((self.ops.get(slot)?, self.results.get(slot)?.0.get(..count)?))
+            Some((
+                self.ops.get(slot)?,
+                self.results.get(slot)?.slots().get(..count)?,
+            ))
         })
     }
 
     /// The records, oldest first, decoded.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = CompletedAppend<'_, M::Id<L>>> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = CompletedAppend<'_, T::StoredId>> {
         (0..self.len()).filter_map(|i| {
             let slot = self.slot(i);
             let meta = *self.metas.get(slot)?;
@@ -272,7 +265,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
                 results: self
                     .results
                     .get(slot)?
-                    .0
+                    .slots()
                     .get(..usize::from(meta >> COUNT_SHIFT))?,
             })
         })
@@ -281,7 +274,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// The records `(op, position, results, meta byte)`, oldest first, for
     /// snapshots (the meta byte without the results count).
     #[cfg(feature = "serde")]
-    pub(crate) fn records(&self) -> impl Iterator<Item = (&M::Id<L>, Position, &[i64], u8)> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = (&T::StoredId, Position, &[i64], u8)> {
         (0..self.len()).filter_map(|i| {
             let slot = self.slot(i);
             let meta = *self.metas.get(slot)?;
@@ -290,7 +283,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
                 *self.positions.get(slot)?,
                 self.results
                     .get(slot)?
-                    .0
+                    .slots()
                     .get(..usize::from(meta >> COUNT_SHIFT))?,
                 meta & FLAGS,
             ))
@@ -301,12 +294,12 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     /// limit in `1..=D`, at most `limit` records, each op id once, each
     /// meta byte a mode and known flags, at most `K` results each.
     #[cfg(feature = "serde")]
-    pub(crate) fn from_records<'a>(
+    pub(crate) fn from_records(
         limit: u16,
         modes: Modes,
-        records: impl Iterator<Item = (Id<L>, Position, &'a [i64], u8)>,
+        records: impl Iterator<Item = (T::Id, Position, crate::append::StageResults<T>, u8)>,
     ) -> Result<Self, &'static str> {
-        if limit == 0 || usize::from(limit) > D {
+        if limit == 0 || usize::from(limit) > T::COMPLETED {
             return Err("a completed-append limit outside 1..=D");
         }
         let mut c = Completed::new(limit, modes);
@@ -335,7 +328,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
                 &op,
                 mode,
                 finality,
-                results,
+                &results,
             )
             .map_err(|_| "a completed append with more results than the capacity")?;
         }
@@ -346,8 +339,8 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     #[inline]
     pub(crate) fn lookup(
         &self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<T::Id>,
+        op: &T::Id,
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
@@ -364,7 +357,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
         Ok(Some(
             self.results
                 .get(slot)
-                .and_then(|r| r.0.get(..count))
+                .and_then(|r| r.slots().get(..count))
                 .unwrap_or_default(),
         ))
     }
@@ -418,17 +411,19 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
     pub(crate) fn record(
         &mut self,
         own_identity: bool,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<T::Id>,
+        op: &T::Id,
         mode: InputMode,
         finality: Finality,
         results: &[i64],
     ) -> Result<(), Error> {
-        let (Some(_), Ok(count)) = ([0_i64; K].get(..results.len()), u8::try_from(results.len()))
-        else {
+        let (true, Ok(count)) = (
+            results.len() <= T::STAGE_RESULTS,
+            u8::try_from(results.len()),
+        ) else {
             return Err(Error::Full {
                 table: Table::StageResults,
-                capacity: K,
+                capacity: T::STAGE_RESULTS,
             });
         };
         if let Some(slot) = self.find(op) {
@@ -455,7 +450,7 @@ impl<const D: usize, const L: usize, const K: usize, M: Storage> Completed<D, L,
         ) {
             o.set(op);
             *p = fence.position();
-            if let Some(dst) = r.0.get_mut(..results.len()) {
+            if let Some(dst) = r.slots_mut().get_mut(..results.len()) {
                 dst.copy_from_slice(results);
             }
             *m = meta(mode, finality, own_identity) | (count << COUNT_SHIFT);
@@ -483,6 +478,7 @@ mod tests {
     use crate::fence::Fence;
     use crate::id::Id;
     use crate::mode::{InputMode, Modes};
+    use crate::profile::Capacities;
 
     const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -496,8 +492,8 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        let fence = Fence::<16>::new(Id::new("s").unwrap(), 0);
-        let mut cache = Completed::<D, 16, 1, crate::storage::Inline>::new(limit, Modes::default());
+        let fence = Fence::<Id<16>>::new(Id::new("s").unwrap(), 0);
+        let mut cache = Completed::<Capacities<1, 1, D, 1, 16, 1>>::new(limit, Modes::default());
         let mut model: Vec<(Id<16>, i64)> = Vec::new();
         for step in 0..steps {
             let op = Id::<16>::new(&std::format!("op-{}", next(3 * u64::from(limit)))).unwrap();

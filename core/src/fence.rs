@@ -3,7 +3,6 @@
 
 use core::fmt;
 
-use crate::base::conformance::ID_LEN;
 pub use crate::base::Stamp;
 use crate::error::{Error, FenceRule};
 use crate::id::Id;
@@ -45,9 +44,9 @@ impl Position {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Fence<const L: usize = { ID_LEN }> {
+pub struct Fence<I = Id> {
     /// The session id.
-    pub session: Id<L>,
+    pub session: I,
     /// Incarnation: a reopened session id gets a new one.
     pub incarnation: u64,
     /// Barge-in epoch.
@@ -58,16 +57,16 @@ pub struct Fence<const L: usize = { ID_LEN }> {
     pub response: u64,
 }
 
-impl<const L: usize> Fence<L> {
+impl<I> Fence<I> {
     /// A fence at epoch 0, turn 0, response 0 of `incarnation`.
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// let f = Fence::<32>::new(Id::new("s")?, 4);
+    /// let f = Fence::<Id>::new(Id::new("s")?, 4);
     /// assert_eq!(f.incarnation, 4);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
-    pub const fn new(session: Id<L>, incarnation: u64) -> Self {
+    pub const fn new(session: I, incarnation: u64) -> Self {
         Fence {
             session,
             incarnation,
@@ -81,7 +80,7 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_epoch(3).epoch, 3);
+    /// assert_eq!(Fence::<Id>::new(Id::new("s")?, 0).with_epoch(3).epoch, 3);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[must_use]
@@ -94,7 +93,7 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_turn(3).turn, 3);
+    /// assert_eq!(Fence::<Id>::new(Id::new("s")?, 0).with_turn(3).turn, 3);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[must_use]
@@ -107,7 +106,7 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 0).with_response(3).response, 3);
+    /// assert_eq!(Fence::<Id>::new(Id::new("s")?, 0).with_response(3).response, 3);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[must_use]
@@ -130,7 +129,7 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// assert_eq!(Fence::<32>::new(Id::new("s")?, 1).stamp().incarnation, 1);
+    /// assert_eq!(Fence::<Id>::new(Id::new("s")?, 1).stamp().incarnation, 1);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     pub const fn stamp(&self) -> Stamp {
@@ -141,9 +140,11 @@ impl<const L: usize> Fence<L> {
             response: self.response,
         }
     }
+}
 
+impl<I: Clone + PartialEq> Fence<I> {
     /// This fence's identity at `position`.
-    pub(crate) fn at(&self, position: Position) -> Fence<L> {
+    pub(crate) fn at(&self, position: Position) -> Fence<I> {
         Fence {
             session: self.session.clone(),
             incarnation: self.incarnation,
@@ -157,13 +158,13 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id};
-    /// let a = Fence::<32>::new(Id::new("s")?, 1);
+    /// let a = Fence::<Id>::new(Id::new("s")?, 1);
     /// assert!(a.same_identity(&a.clone().with_epoch(5)));
     /// assert!(!a.same_identity(&Fence::new(Id::new("s")?, 2)));
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[inline]
-    pub fn same_identity(&self, other: &Fence<L>) -> bool {
+    pub fn same_identity(&self, other: &Fence<I>) -> bool {
         self.incarnation == other.incarnation && self.session == other.session
     }
 
@@ -176,14 +177,14 @@ impl<const L: usize> Fence<L> {
     ///
     /// ```
     /// # use duplex_core::{Fence, Id, ErrorKind};
-    /// let cur = Fence::<32>::new(Id::new("s")?, 0).with_epoch(1).with_turn(4);
+    /// let cur = Fence::<Id>::new(Id::new("s")?, 0).with_epoch(1).with_turn(4);
     /// assert!(cur.admits(&cur.clone().with_epoch(2).with_turn(0)).is_ok());
     /// let late = cur.clone().with_turn(3);
     /// assert_eq!(cur.admits(&late).unwrap_err().kind(), ErrorKind::FenceMismatch);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[inline]
-    pub fn admits(&self, offered: &Fence<L>) -> Result<(), Error> {
+    pub fn admits(&self, offered: &Fence<I>) -> Result<(), Error> {
         if !self.same_identity(offered) {
             return Err(self.mismatch(FenceRule::Identity, offered));
         }
@@ -194,7 +195,7 @@ impl<const L: usize> Fence<L> {
     }
 
     #[cold]
-    pub(crate) fn mismatch(&self, rule: FenceRule, offered: &Fence<L>) -> Error {
+    pub(crate) fn mismatch(&self, rule: FenceRule, offered: &Fence<I>) -> Error {
         Error::FenceMismatch {
             rule,
             expected: self.stamp(),
@@ -203,7 +204,7 @@ impl<const L: usize> Fence<L> {
     }
 }
 
-impl<const L: usize> fmt::Display for Fence<L> {
+impl<I: fmt::Display> fmt::Display for Fence<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}", self.session, self.stamp())
     }

@@ -255,6 +255,86 @@ impl<const L: usize> defmt::Format for Id<L> {
     }
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An id type of a profile (`Id<L>`): what code generic over a profile does
+/// with ids. Sealed.
+///
+/// ```
+/// use duplex_core::id::IdText;
+/// use duplex_core::Id;
+///
+/// fn echo<I: IdText>(text: &str) -> Result<I, duplex_core::Error> {
+///     let id = I::new(text)?;
+///     assert_eq!(id.as_str(), text);
+///     Ok(id)
+/// }
+/// assert_eq!(echo::<Id<8>>("op-1")?, Id::<8>::new("op-1")?);
+/// assert!(echo::<Id<2>>("op-1").is_err());
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+pub trait IdText:
+    sealed::Sealed
+    + Clone
+    + fmt::Debug
+    + Eq
+    + Ord
+    + Hash
+    + fmt::Display
+    + AsRef<str>
+    + Send
+    + Sync
+    + 'static
+{
+    /// The most bytes an id holds.
+    const MAX_LEN: usize;
+    /// An id of `text` ([`Id::new`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`] if `text` is empty or
+    /// longer than [`MAX_LEN`](Self::MAX_LEN).
+    fn new(text: &str) -> Result<Self, Error>;
+    /// The text.
+    fn as_str(&self) -> &str;
+    /// The text's bytes (no UTF-8 check: they are valid by construction).
+    fn as_bytes(&self) -> &[u8];
+    /// The order of the completed-append index.
+    #[doc(hidden)]
+    fn index_order(&self, other: &Self) -> core::cmp::Ordering;
+    /// The filler of unused rows.
+    #[doc(hidden)]
+    fn unused() -> Self;
+}
+
+impl<const L: usize> sealed::Sealed for Id<L> {}
+
+impl<const L: usize> IdText for Id<L> {
+    const MAX_LEN: usize = L;
+    #[inline]
+    fn new(text: &str) -> Result<Self, Error> {
+        Id::new(text)
+    }
+    #[inline]
+    fn as_str(&self) -> &str {
+        Id::as_str(self)
+    }
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        Id::as_bytes(self)
+    }
+    #[inline]
+    fn index_order(&self, other: &Self) -> core::cmp::Ordering {
+        self.index_cmp(other)
+    }
+    #[inline]
+    fn unused() -> Self {
+        Id::UNUSED
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;

@@ -7,8 +7,8 @@
 use core::fmt;
 
 use crate::error::{ConfigField, Error, Table};
-use crate::id::Id;
-use crate::storage::{Column, Storage, StoredId};
+use crate::profile::Tables;
+use crate::storage::{Column, StoredId};
 use crate::time::{Duration, Instant};
 
 /// Lease timing. Both spans are positive; the idle TTL may be absent (the
@@ -247,11 +247,11 @@ impl fmt::Display for CloseReason {
 /// Lease bookkeeping shared by every live state.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Lease<const A: usize, const L: usize, M: Storage> {
+pub(crate) struct Lease<T: Tables> {
     pub(crate) config: LeaseConfig,
     pub(crate) generation: u64,
     pub(crate) last_activity: Instant,
-    pub(crate) active: ActiveOps<A, L, M>,
+    pub(crate) active: ActiveOps<T>,
 }
 
 /// The active operation ids: a set of at most `A`, kept as a prefix of a
@@ -262,12 +262,12 @@ pub(crate) struct Lease<const A: usize, const L: usize, M: Storage> {
 /// whole number of words).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct ActiveOps<const A: usize, const L: usize, M: Storage> {
+pub(crate) struct ActiveOps<T: Tables> {
     /// The active ids, then unused rows.
-    ids: M::Column<M::Id<L>, A>,
+    ids: T::Ops<T::StoredId>,
 }
 
-impl<const A: usize, const L: usize, M: Storage> ActiveOps<A, L, M> {
+impl<T: Tables> ActiveOps<T> {
     pub(crate) fn new() -> Self {
         ActiveOps {
             ids: Column::empty(),
@@ -287,22 +287,22 @@ impl<const A: usize, const L: usize, M: Storage> ActiveOps<A, L, M> {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.len() == A
+        self.len() == T::ACTIVE_OPS
     }
 
-    pub(crate) fn contains(&self, op: &Id<L>) -> bool {
+    pub(crate) fn contains(&self, op: &T::Id) -> bool {
         self.iter().any(|a| a.is(op))
     }
 
     /// The active ids.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &M::Id<L>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T::StoredId> {
         self.ids.iter().take_while(|id| !id.is_unused())
     }
 
     /// Adds `op`; refused (and handed back) when the set is full.
-    pub(crate) fn push(&mut self, op: Id<L>) -> Result<(), Id<L>> {
+    pub(crate) fn push(&mut self, op: T::Id) -> Result<(), T::Id> {
         let len = self.len();
-        if len >= A {
+        if len >= T::ACTIVE_OPS {
             return Err(op);
         }
         self.ids.grow_to(len + 1);
@@ -340,7 +340,7 @@ impl<const A: usize, const L: usize, M: Storage> ActiveOps<A, L, M> {
     }
 }
 
-impl<const A: usize, const L: usize, M: Storage> Lease<A, L, M> {
+impl<T: Tables> Lease<T> {
     pub(crate) fn new(config: LeaseConfig, now: Instant) -> Self {
         Lease {
             config,
@@ -360,27 +360,27 @@ impl<const A: usize, const L: usize, M: Storage> Lease<A, L, M> {
     }
 
     /// Checks `begin_operation` without changing anything.
-    pub(crate) fn check_begin(&self, op: &Id<L>) -> Result<(), Error> {
+    pub(crate) fn check_begin(&self, op: &T::Id) -> Result<(), Error> {
         if self.active.contains(op) {
             return Err(Error::OperationActive);
         }
         if self.active.is_full() {
             return Err(Error::Full {
                 table: Table::ActiveOperations,
-                capacity: A,
+                capacity: T::ACTIVE_OPS,
             });
         }
         Ok(())
     }
 
     /// Inserts a checked operation id.
-    pub(crate) fn begin(&mut self, op: Id<L>, now: Instant) {
+    pub(crate) fn begin(&mut self, op: T::Id, now: Instant) {
         // Checked by `check_begin`: not present, not full.
         let _ = self.active.push(op);
         self.last_activity = now;
     }
 
-    pub(crate) fn active_index(&self, op: &Id<L>) -> Result<usize, Error> {
+    pub(crate) fn active_index(&self, op: &T::Id) -> Result<usize, Error> {
         self.active
             .iter()
             .position(|a| a.is(op))

@@ -1,100 +1,501 @@
-//! Capacity profiles: the compile-time sizes of a session's tables, named in
-//! one place.
+//! Profiles: what a session holds, named by one type.
 //!
-//! A session's tables are fixed-capacity; their sizes are the const generic
-//! parameters of [`Session`] and friends. Each profile below
-//! is a set of named constants for those parameters; the defaults of every
-//! generic type in this workspace are the [`conformance`] profile.
+//! A [`Session`](crate::Session) and an [`AnySession`](crate::AnySession)
+//! are generic over one [`Profile`]: the two opaque configurations a host
+//! attaches to a session, and the [`Tables`] (capacities and storage) of
+//! its fixed-size tables. Three profiles come with the crate; each is one
+//! line, and a host that needs other sizes writes one `impl`.
 //!
-//! | parameter | constant | [`conformance`] (default) | [`device`] | [`server`] | table |
-//! |---|---|---:|---:|---:|---|
-//! | `R` | `RESOURCES` | 8 | 4 | 16 | request resources a session owns |
-//! | `B` | `BINDINGS` | 4 | 2 | 8 | stage bindings (one per stage) |
-//! | `D` | `COMPLETED` | 8 | 4 | 256 | completed-append records (runtime limit `1..=D`) |
-//! | `A` | `ACTIVE_OPS` | 4 | 2 | 8 | active lease operations |
-//! | `L` | `ID_LEN` | 32 | 16 | 128 | bytes of a session, request or operation id |
-//! | `K` | `STAGE_RESULTS` | 4 | 2 | 1 | stage results of one completed append |
+//! | constant | [`Conformance`] (default) | [`Device`] | [`Server`] | table |
+//! |---|---:|---:|---:|---|
+//! | `RESOURCES` (`R`) | 8 | 4 | 16 | request resources a session owns |
+//! | `BINDINGS` (`B`) | 4 | 2 | 8 | stage bindings (one per stage) |
+//! | `COMPLETED` (`D`) | 8 | 4 | 256 | completed-append records (runtime limit `1..=D`) |
+//! | `ACTIVE_OPS` (`A`) | 4 | 2 | 8 | active lease operations |
+//! | `ID_LEN` (`L`) | 32 | 16 | 128 | bytes of a session, request or operation id |
+//! | `STAGE_RESULTS` (`K`) | 4 | 2 | 1 | stage results of one completed append |
 //!
 //! Tables hold at most 255 entries (256 completed appends), ids at most 255
 //! bytes and a completed append at most 7 results: one-byte lengths (and
 //! ids that mark their length in their own last bytes) keep a session
-//! small. A profile outside those bounds fails to compile.
+//! small. A [`Capacities`] outside those bounds fails to compile.
 //!
 //! # Examples
 //!
 //! ```
-//! use duplex_core::profile::{device, DeviceSession};
-//! use duplex_core::{Fence, Id, Instant, OpenOptions};
+//! use duplex_core::profile::{device, Device};
+//! use duplex_core::{Fence, Id, Instant, Open, OpenOptions, Session};
 //!
 //! let fence = Fence::new(Id::<{ device::ID_LEN }>::new("mic-0")?, 0);
-//! let s = DeviceSession::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
+//! let s: Session<Open, Device> = Session::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
 //! assert_eq!(s.completed_limit(), device::COMPLETED);
 //! # Ok::<(), duplex_core::Error>(())
 //! ```
+//!
+//! A profile of one's own: other sizes, and the configuration types the
+//! host keeps on each session.
+//!
+//! ```
+//! use duplex_core::profile::{Capacities, Profile};
+//! use duplex_core::{AnySession, Fence, Id, Instant, Open, OpenOptions, Session, StateKind};
+//!
+//! #[derive(Debug)]
+//! struct Voice;
+//! impl Profile for Voice {
+//!     type SessionConfig = &'static str; // the voice
+//!     type RuntimeConfig = u32; // the sample rate
+//!     type Tables = Capacities<4, 2, 16, 2, 48, 1>;
+//! }
+//!
+//! let f = Fence::new(Id::new("call-1")?, 0);
+//! let s = Session::<Open, Voice>::open_with_capacities(f, OpenOptions::new("alto", 24_000), Instant::ZERO)?;
+//! assert_eq!((s.session_config(), s.completed_limit()), (&"alto", 16));
+//! let s = AnySession::from(s);
+//! assert_eq!(s.kind(), StateKind::Open);
+//! # Ok::<(), duplex_core::Error>(())
+//! ```
 
-use crate::session::state::Open;
-use crate::{AnySession, Session};
+use core::fmt;
+use core::hash::Hash;
+use core::marker::PhantomData;
+use core::ops::Deref;
+
+use crate::id::Id;
+pub use crate::id::IdText;
+use crate::storage::{Column, Inline, MaybeFormat, Results, Row, Storage, StoredId};
 
 pub use crate::base::{conformance, device, server};
 
-/// A session with the [`server`] profile.
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What a session holds: the configurations a host keeps on it, and the
+/// capacities and storage of its tables.
 ///
 /// ```
-/// use duplex_core::profile::{server, ServerSession};
-/// use duplex_core::{Fence, Id, Instant, OpenOptions};
+/// use duplex_core::profile::{Capacities, Profile, Server};
+/// use duplex_core::storage::Heap;
 ///
-/// let id = "session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30-control-plane-duplex-00";
-/// let fence = Fence::new(Id::<{ server::ID_LEN }>::new(id)?, 0);
-/// let s = ServerSession::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
-/// assert_eq!(s.completed_limit(), 256);
+/// /// The server's sizes, its tables on the heap.
+/// #[derive(Debug)]
+/// struct Lean;
+/// impl Profile for Lean {
+///     type SessionConfig = ();
+///     type RuntimeConfig = ();
+///     type Tables = Capacities<16, 8, 256, 8, 128, 1, Heap>;
+/// }
+/// # let _ = core::marker::PhantomData::<(Lean, Server)>;
+/// ```
+pub trait Profile: fmt::Debug + 'static {
+    /// The opaque session configuration (the seed's `session_config`).
+    type SessionConfig: fmt::Debug;
+    /// The opaque runtime configuration (the seed's `runtime_config`).
+    type RuntimeConfig: fmt::Debug;
+    /// The tables' capacities and storage: a [`Capacities`].
+    type Tables: Tables;
+}
+
+/// The id type of profile `P`: `Id<L>` for its `ID_LEN`.
+///
+/// ```
+/// use duplex_core::profile::{Device, IdOf};
+/// use duplex_core::id::IdText;
+/// assert_eq!(IdOf::<Device>::new("mic")?.as_str(), "mic");
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
-pub type ServerSession<S = Open, SC = (), RC = ()> = Session<
-    S,
-    SC,
-    RC,
-    { server::RESOURCES },
-    { server::BINDINGS },
-    { server::COMPLETED },
-    { server::ACTIVE_OPS },
-    { server::ID_LEN },
-    { server::STAGE_RESULTS },
->;
+pub type IdOf<P> = <<P as Profile>::Tables as Tables>::Id;
 
-/// A session with the [`device`] profile (and no opaque configurations by
-/// default).
-pub type DeviceSession<S = Open, SC = (), RC = ()> = Session<
-    S,
-    SC,
-    RC,
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
-
-/// A [`DeviceSession`] in any state, held in one variable (firmware that
-/// keeps a table of sessions, or restores one from a snapshot).
+/// The tables of profile `P`.
 ///
 /// ```
-/// use duplex_core::profile::{DeviceAnySession, DeviceSession};
-/// use duplex_core::*;
-///
-/// let f = Fence::new(Id::new("mic")?, 0);
-/// let mut s = DeviceAnySession::from(DeviceSession::open_with_capacities(f.clone(), OpenOptions::default(), Instant::ZERO)?);
-/// s.detach(&f, Instant::from_millis(20))?;
-/// assert_eq!(s.kind(), StateKind::Detached);
-/// # Ok::<(), Error>(())
+/// use duplex_core::profile::{Capacities, Device, TablesOf};
+/// let _: TablesOf<Device> = Capacities::<4, 2, 4, 2, 16, 2>::default();
 /// ```
-pub type DeviceAnySession<SC = (), RC = ()> = AnySession<
-    SC,
-    RC,
-    { device::RESOURCES },
-    { device::BINDINGS },
-    { device::COMPLETED },
-    { device::ACTIVE_OPS },
-    { device::ID_LEN },
-    { device::STAGE_RESULTS },
->;
+pub type TablesOf<P> = <P as Profile>::Tables;
+
+/// The capacities and storage of a session's tables. Sealed: implemented by
+/// [`Capacities`] alone, whose constants are checked at compile time.
+///
+/// ```
+/// use duplex_core::profile::{Capacities, Tables};
+///
+/// type Tiny = Capacities<2, 1, 2, 1, 8, 1>;
+/// assert_eq!((Tiny::RESOURCES, Tiny::ID_LEN), (2, 8));
+/// ```
+pub trait Tables:
+    sealed::Sealed + fmt::Debug + MaybeFormat + Sized + Send + Sync + 'static
+{
+    /// Request resources a session owns (`R`, `1..=255`).
+    const RESOURCES: usize;
+    /// Stage bindings (`B`, `1..=255`).
+    const BINDINGS: usize;
+    /// Completed-append records (`D`, `1..=256`).
+    const COMPLETED: usize;
+    /// Active lease operations (`A`, `1..=255`).
+    const ACTIVE_OPS: usize;
+    /// Bytes of an id (`L`, `1..=255`).
+    const ID_LEN: usize;
+    /// Stage results of one completed append (`K`, `0..=7`).
+    const STAGE_RESULTS: usize;
+    /// Evaluates the compile-time checks of the capacities: a session
+    /// opened with capacities outside their bounds fails to compile.
+    #[doc(hidden)]
+    const CHECKED: ();
+    /// Where the rows live.
+    type Storage: Storage;
+    /// A session, request or operation id: `Id<L>`.
+    type Id: IdText + StoredId<Self::Id>;
+    /// An id as a table row stores it.
+    type StoredId: StoredId<Self::Id>;
+    /// The request-resource column.
+    type Resources<T: Row>: Column<T>;
+    /// The stage-binding column.
+    type Bindings<T: Row>: Column<T>;
+    /// The completed-append column.
+    type Completed<T: Row>: Column<T>;
+    /// The active-operation column.
+    type Ops<T: Row>: Column<T>;
+    /// The stage results of one completed append, as a row.
+    type Results: ResultsRow;
+    /// Up to `RESOURCES` ids, by value.
+    type IdList: IdList<Self::Id>;
+}
+
+/// The capacities of a session's tables and where their rows live (the
+/// implementation of [`Tables`]): `R` request resources, `B` stage
+/// bindings, `D` completed appends, `A` active operations, `L` id bytes,
+/// `K` stage results per completed append, storage `M` ([`Inline`] by
+/// default, or `Heap` with the `alloc` feature).
+///
+/// ```
+/// use duplex_core::profile::{Capacities, Tables};
+/// type Small = Capacities<4, 2, 4, 2, 16, 2>;
+/// assert_eq!(Small::COMPLETED, 4);
+/// ```
+pub struct Capacities<
+    const R: usize,
+    const B: usize,
+    const D: usize,
+    const A: usize,
+    const L: usize,
+    const K: usize,
+    M = Inline,
+>(PhantomData<fn() -> M>);
+
+impl<
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+        M,
+    > fmt::Debug for Capacities<R, B, D, A, L, K, M>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Capacities<{R}, {B}, {D}, {A}, {L}, {K}>")
+    }
+}
+
+/// The traits a value type derives ask of its type parameters; a
+/// [`Capacities`] is a marker, so it has them whatever `M` is.
+macro_rules! marker_traits {
+    () => {
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > Clone for Capacities<R, B, D, A, L, K, M>
+        {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > Copy for Capacities<R, B, D, A, L, K, M>
+        {
+        }
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > PartialEq for Capacities<R, B, D, A, L, K, M>
+        {
+            fn eq(&self, _: &Self) -> bool {
+                true
+            }
+        }
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > Eq for Capacities<R, B, D, A, L, K, M>
+        {
+        }
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > Hash for Capacities<R, B, D, A, L, K, M>
+        {
+            fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
+        }
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > Default for Capacities<R, B, D, A, L, K, M>
+        {
+            fn default() -> Self {
+                Capacities(PhantomData)
+            }
+        }
+        #[cfg(feature = "defmt")]
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > defmt::Format for Capacities<R, B, D, A, L, K, M>
+        {
+            fn format(&self, f: defmt::Formatter<'_>) {
+                defmt::write!(f, "Capacities<{}, {}, {}, {}, {}, {}>", R, B, D, A, L, K);
+            }
+        }
+    };
+}
+marker_traits!();
+
+impl<
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+        M,
+    > Capacities<R, B, D, A, L, K, M>
+{
+    /// Compile-time checks (tables use `u8` lengths; the completed-append
+    /// ring uses `u8` slots and packs each record's results count into
+    /// three bits).
+    const OK: () = {
+        assert!(R >= 1 && R <= 255, "R (request resources) must be 1..=255");
+        assert!(B >= 1 && B <= 255, "B (stage bindings) must be 1..=255");
+        assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
+        assert!(A >= 1 && A <= 255, "A (active operations) must be 1..=255");
+        assert!(K <= 7, "K (stage results) must be at most 7");
+        assert!(L >= 1 && L <= 255, "L (id bytes) must be 1..=255");
+    };
+}
+
+impl<
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+        M,
+    > sealed::Sealed for Capacities<R, B, D, A, L, K, M>
+{
+}
+
+impl<
+        const R: usize,
+        const B: usize,
+        const D: usize,
+        const A: usize,
+        const L: usize,
+        const K: usize,
+        M: Storage,
+    > Tables for Capacities<R, B, D, A, L, K, M>
+{
+    const RESOURCES: usize = R;
+    const BINDINGS: usize = B;
+    const COMPLETED: usize = D;
+    const ACTIVE_OPS: usize = A;
+    const ID_LEN: usize = L;
+    const STAGE_RESULTS: usize = K;
+    const CHECKED: () = Self::OK;
+    type Storage = M;
+    type Id = Id<L>;
+    type StoredId = M::Id<L>;
+    type Resources<T: Row> = M::Column<T, R>;
+    type Bindings<T: Row> = M::Column<T, B>;
+    type Completed<T: Row> = M::Column<T, D>;
+    type Ops<T: Row> = M::Column<T, A>;
+    type Results = Results<K>;
+    type IdList = heapless::Vec<Id<L>, R, u8>;
+}
+
+/// The stage results of one completed append as a table row. Sealed.
+///
+/// ```
+/// use duplex_core::profile::ResultsRow;
+/// use duplex_core::storage::Results;
+/// assert_eq!(<Results<2> as ResultsRow>::CAPACITY, 2);
+/// ```
+pub trait ResultsRow: sealed::Sealed + Row + Copy + Eq + Send + Sync + 'static {
+    /// Results it holds at most (`K`).
+    const CAPACITY: usize;
+    /// Every slot.
+    fn slots(&self) -> &[i64];
+    /// Every slot, to write.
+    fn slots_mut(&mut self) -> &mut [i64];
+}
+
+impl<const K: usize> sealed::Sealed for Results<K> {}
+
+impl<const K: usize> ResultsRow for Results<K> {
+    const CAPACITY: usize = K;
+    #[inline]
+    fn slots(&self) -> &[i64] {
+        &self.0
+    }
+    #[inline]
+    fn slots_mut(&mut self) -> &mut [i64] {
+        &mut self.0
+    }
+}
+
+/// Up to a profile's `RESOURCES` ids, by value (the storage of
+/// [`RequestIds`](crate::RequestIds)). Sealed.
+///
+/// ```
+/// use duplex_core::profile::IdList;
+/// use duplex_core::Id;
+///
+/// let mut ids = heapless::Vec::<Id<8>, 1, u8>::new();
+/// assert!(IdList::push_id(&mut ids, Id::new("a")?).is_ok());
+/// assert!(IdList::push_id(&mut ids, Id::new("b")?).is_err());
+/// # Ok::<(), duplex_core::Error>(())
+/// ```
+pub trait IdList<I>:
+    sealed::Sealed
+    + Deref<Target = [I]>
+    + IntoIterator<Item = I>
+    + Clone
+    + Default
+    + Eq
+    + Hash
+    + MaybeFormat
+    + Send
+    + Sync
+    + 'static
+{
+    /// Adds `id`, or hands it back when full.
+    ///
+    /// # Errors
+    ///
+    /// `id` itself, when the list is full.
+    fn push_id(&mut self, id: I) -> Result<(), I>;
+    /// Empties the list.
+    fn clear_ids(&mut self);
+}
+
+impl<const L: usize, const R: usize> sealed::Sealed for heapless::Vec<Id<L>, R, u8> {}
+
+impl<const L: usize, const R: usize> IdList<Id<L>> for heapless::Vec<Id<L>, R, u8> {
+    #[inline]
+    fn push_id(&mut self, id: Id<L>) -> Result<(), Id<L>> {
+        self.push(id)
+    }
+    #[inline]
+    fn clear_ids(&mut self) {
+        self.clear();
+    }
+}
+
+macro_rules! profiles {
+    ($($(#[$doc:meta])* $name:ident = $sizes:ident;)*) => {$(
+        $(#[$doc])*
+        pub struct $name<SC = (), RC = (), M = Inline>(PhantomData<fn() -> (SC, RC, M)>);
+
+        impl<SC, RC, M> fmt::Debug for $name<SC, RC, M> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(stringify!($name))
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl<SC, RC, M> defmt::Format for $name<SC, RC, M> {
+            fn format(&self, f: defmt::Formatter<'_>) {
+                defmt::write!(f, "{=str}", stringify!($name));
+            }
+        }
+
+        impl<SC: fmt::Debug + 'static, RC: fmt::Debug + 'static, M: Storage> Profile for $name<SC, RC, M> {
+            type SessionConfig = SC;
+            type RuntimeConfig = RC;
+            type Tables = Capacities<
+                { $sizes::RESOURCES },
+                { $sizes::BINDINGS },
+                { $sizes::COMPLETED },
+                { $sizes::ACTIVE_OPS },
+                { $sizes::ID_LEN },
+                { $sizes::STAGE_RESULTS },
+                M,
+            >;
+        }
+    )*};
+}
+
+profiles! {
+    /// The [`conformance`] sizes, the default profile of every generic
+    /// type: the sizes the conformance traces are written for. `SC` and
+    /// `RC` are the configurations a host keeps on each session, `M` where
+    /// the tables keep their rows (as for every profile here).
+    ///
+    /// ```
+    /// use duplex_core::profile::{Conformance, Tables, Profile};
+    /// assert_eq!(<<Conformance as Profile>::Tables as Tables>::ID_LEN, 32);
+    /// ```
+    Conformance = conformance;
+    /// The [`device`] sizes: a microphone-and-speaker node.
+    ///
+    /// ```
+    /// use duplex_core::profile::{Device, Tables, Profile};
+    /// assert_eq!(<<Device as Profile>::Tables as Tables>::ID_LEN, 16);
+    /// ```
+    Device = device;
+    /// The [`server`] sizes: vllm-omni's control plane's ids and the seed's
+    /// window of 256 completed appends.
+    ///
+    /// ```
+    /// use duplex_core::profile::{Server, Tables, Profile};
+    /// assert_eq!(<<Server as Profile>::Tables as Tables>::COMPLETED, 256);
+    /// ```
+    Server = server;
+}

@@ -14,12 +14,12 @@
 use core::fmt;
 use core::ops::Deref;
 
-use crate::base::conformance::{ID_LEN, RESOURCES};
 use crate::columns::swap_down;
 use crate::error::{Error, Table};
 use crate::fence::Position;
-use crate::id::Id;
-use crate::storage::{Column, Storage, StoredId};
+use crate::id::IdText;
+use crate::profile::{Conformance, IdList, Profile, Tables};
+use crate::storage::{Column, StoredId};
 
 /// Request ids handed out by the session: unique, in reservation order, at
 /// most `R` (the resource capacity).
@@ -29,7 +29,7 @@ use crate::storage::{Column, Storage, StoredId};
 /// tracks them: the engine must cancel or drop each one, exactly once.
 /// Ignoring such a value is a compile warning (`#[must_use]`).
 ///
-/// It derefs to a slice of [`Id`]s, and goes straight back into
+/// It derefs to a slice of [`Id`](crate::Id)s, and goes straight back into
 /// [`Session::release`](crate::Session::release).
 ///
 /// # Examples
@@ -48,33 +48,34 @@ use crate::storage::{Column, Storage, StoredId};
 /// }
 /// # Ok::<(), Error>(())
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "released request ids must be cancelled or dropped in the engine, or that work leaks"]
-pub struct RequestIds<const L: usize = { ID_LEN }, const R: usize = { RESOURCES }> {
-    ids: heapless::Vec<Id<L>, R, u8>,
+pub struct RequestIds<T: Tables = <Conformance as Profile>::Tables> {
+    ids: T::IdList,
 }
 
-impl<const L: usize, const R: usize> RequestIds<L, R> {
+impl<T: Tables> RequestIds<T> {
     /// No ids.
     ///
     /// ```
     /// # use duplex_core::RequestIds;
-    /// assert!(RequestIds::<32, 8>::new().is_empty());
+    /// # use duplex_core::profile::Capacities;
+    /// assert!(RequestIds::<Capacities<8, 4, 8, 4, 32, 4>>::new().is_empty());
     /// ```
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         RequestIds {
-            ids: heapless::Vec::new(),
+            ids: T::IdList::default(),
         }
     }
 
     /// Copies the first `R` ids of `ids` (callers pass at most `R`: one per
     /// resource or binding).
     #[inline]
-    pub(crate) fn collect<'a, I: StoredId<L> + 'a>(ids: impl Iterator<Item = &'a I>) -> Self {
+    pub(crate) fn collect<'a, I: StoredId<T::Id> + 'a>(ids: impl Iterator<Item = &'a I>) -> Self {
         let mut out = RequestIds::new();
         for id in ids {
-            if out.ids.push(id.to_id()).is_err() {
+            if IdList::push_id(&mut out.ids, id.to_id()).is_err() {
                 break;
             }
         }
@@ -83,10 +84,10 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
 
     /// Replaces the contents with the first `R` ids of `ids`, in place.
     #[inline]
-    pub(crate) fn refill<'a, I: StoredId<L> + 'a>(&mut self, ids: impl Iterator<Item = &'a I>) {
-        self.ids.clear();
+    pub(crate) fn refill<'a, I: StoredId<T::Id> + 'a>(&mut self, ids: impl Iterator<Item = &'a I>) {
+        IdList::clear_ids(&mut self.ids);
         for id in ids {
-            if self.ids.push(id.to_id()).is_err() {
+            if IdList::push_id(&mut self.ids, id.to_id()).is_err() {
                 break;
             }
         }
@@ -96,9 +97,10 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
     ///
     /// ```
     /// # use duplex_core::RequestIds;
-    /// assert!(RequestIds::<32, 8>::new().as_slice().is_empty());
+    /// # use duplex_core::profile::Capacities;
+    /// assert!(RequestIds::<Capacities<8, 4, 8, 4, 32, 4>>::new().as_slice().is_empty());
     /// ```
-    pub fn as_slice(&self) -> &[Id<L>] {
+    pub fn as_slice(&self) -> &[T::Id] {
         &self.ids
     }
 
@@ -110,36 +112,42 @@ impl<const L: usize, const R: usize> RequestIds<L, R> {
     }
 }
 
-impl<const L: usize, const R: usize> Deref for RequestIds<L, R> {
-    type Target = [Id<L>];
-    fn deref(&self) -> &[Id<L>] {
+impl<T: Tables> Default for RequestIds<T> {
+    fn default() -> Self {
+        RequestIds::new()
+    }
+}
+
+impl<T: Tables> Deref for RequestIds<T> {
+    type Target = [T::Id];
+    fn deref(&self) -> &[T::Id] {
         &self.ids
     }
 }
 
-impl<const L: usize, const R: usize> AsRef<[Id<L>]> for RequestIds<L, R> {
-    fn as_ref(&self) -> &[Id<L>] {
+impl<T: Tables> AsRef<[T::Id]> for RequestIds<T> {
+    fn as_ref(&self) -> &[T::Id] {
         &self.ids
     }
 }
 
-impl<const L: usize, const R: usize> IntoIterator for RequestIds<L, R> {
-    type Item = Id<L>;
-    type IntoIter = heapless::vec::IntoIter<Id<L>, R, u8>;
+impl<T: Tables> IntoIterator for RequestIds<T> {
+    type Item = T::Id;
+    type IntoIter = <T::IdList as IntoIterator>::IntoIter;
     fn into_iter(self) -> Self::IntoIter {
         self.ids.into_iter()
     }
 }
 
-impl<'a, const L: usize, const R: usize> IntoIterator for &'a RequestIds<L, R> {
-    type Item = &'a Id<L>;
-    type IntoIter = core::slice::Iter<'a, Id<L>>;
+impl<'a, T: Tables> IntoIterator for &'a RequestIds<T> {
+    type Item = &'a T::Id;
+    type IntoIter = core::slice::Iter<'a, T::Id>;
     fn into_iter(self) -> Self::IntoIter {
         self.ids.iter()
     }
 }
 
-impl<const L: usize, const R: usize> fmt::Debug for RequestIds<L, R> {
+impl<T: Tables> fmt::Debug for RequestIds<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.ids.iter()).finish()
     }
@@ -221,11 +229,11 @@ const SUBMITTED: u8 = 1;
 /// moves either), so there is no separate binding table.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct Requests<const R: usize, const B: usize, const L: usize, M: Storage> {
-    ids: M::Column<M::Id<L>, R>,
-    positions: M::Column<Position, R>,
-    stages: M::Column<u32, R>,
-    states: M::Column<u8, R>,
+pub(crate) struct Requests<T: Tables> {
+    ids: T::Resources<T::StoredId>,
+    positions: T::Resources<Position>,
+    stages: T::Resources<u32>,
+    states: T::Resources<u8>,
     len: u8,
     bound: u8,
 }
@@ -260,7 +268,7 @@ impl<I> Row<'_, I> {
     }
 }
 
-impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, L, M> {
+impl<T: Tables> Requests<T> {
     pub(crate) fn new() -> Self {
         Requests {
             ids: Column::empty(),
@@ -276,7 +284,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
         usize::from(self.len)
     }
 
-    fn row(&self, i: usize) -> Option<Row<'_, M::Id<L>>> {
+    fn row(&self, i: usize) -> Option<Row<'_, T::StoredId>> {
         if i >= self.len() {
             return None;
         }
@@ -289,12 +297,12 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     }
 
     /// The live rows, in reservation order.
-    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, M::Id<L>>> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, T::StoredId>> {
         (0..self.len()).filter_map(|i| self.row(i))
     }
 
     #[inline]
-    fn find(&self, stage: u32, request: &Id<L>) -> Option<usize> {
+    fn find(&self, stage: u32, request: &T::Id) -> Option<usize> {
         let len = self.len();
         let stages = self.stages.get(..len).unwrap_or_default();
         let ids = self.ids.get(..len).unwrap_or_default();
@@ -307,7 +315,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     /// The existing resource for `(stage, request)`, if its epoch matches;
     /// `resource_conflict` if another epoch holds it.
     #[inline]
-    fn existing(&self, stage: u32, request: &Id<L>, at: Position) -> Result<Option<usize>, Error> {
+    fn existing(&self, stage: u32, request: &T::Id, at: Position) -> Result<Option<usize>, Error> {
         let Some(i) = self.find(stage, request) else {
             return Ok(None);
         };
@@ -322,10 +330,10 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     }
 
     fn room_for_resource(&self) -> Result<(), Error> {
-        if self.len() >= R {
+        if self.len() >= T::RESOURCES {
             return Err(Error::Full {
                 table: Table::Resources,
-                capacity: R,
+                capacity: T::RESOURCES,
             });
         }
         Ok(())
@@ -333,7 +341,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
 
     /// Writes row `i` (an existing row, or `len` to append one).
     #[inline]
-    fn write(&mut self, i: usize, stage: u32, request: &Id<L>, at: Position, state: u8) {
+    fn write(&mut self, i: usize, stage: u32, request: &T::Id, at: Position, state: u8) {
         self.ids.grow_to(i + 1);
         self.positions.grow_to(i + 1);
         self.stages.grow_to(i + 1);
@@ -358,7 +366,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     pub(crate) fn reserve(
         &mut self,
         stage: u32,
-        request: &Id<L>,
+        request: &T::Id,
         at: Position,
     ) -> Result<(), Error> {
         if self.existing(stage, request, at)?.is_some() {
@@ -374,7 +382,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     pub(crate) fn plan_bind(
         &self,
         stage: u32,
-        request: &Id<L>,
+        request: &T::Id,
         at: Position,
     ) -> Result<BindPlan, Error> {
         let resource = self.existing(stage, request, at)?;
@@ -389,10 +397,10 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
             .take(len)
             .find(|(s, st)| **s == stage && **st > SUBMITTED)
             .map_or(0, |(_, st)| st - SUBMITTED);
-        if stage_rank == 0 && usize::from(self.bound) >= B {
+        if stage_rank == 0 && usize::from(self.bound) >= T::BINDINGS {
             return Err(Error::Full {
                 table: Table::Bindings,
-                capacity: B,
+                capacity: T::BINDINGS,
             });
         }
         Ok(BindPlan {
@@ -405,7 +413,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     /// and takes over its stage's place in the binding order (or the next
     /// place for a newly bound stage).
     #[inline]
-    pub(crate) fn bind(&mut self, plan: BindPlan, stage: u32, request: &Id<L>, at: Position) {
+    pub(crate) fn bind(&mut self, plan: BindPlan, stage: u32, request: &T::Id, at: Position) {
         let rank = if plan.stage_rank == 0 {
             self.bound = self.bound.saturating_add(1);
             self.bound
@@ -423,12 +431,12 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     }
 
     /// The bound resources, in binding order.
-    pub(crate) fn bindings(&self) -> impl Iterator<Item = Row<'_, M::Id<L>>> {
+    pub(crate) fn bindings(&self) -> impl Iterator<Item = Row<'_, T::StoredId>> {
         (1..=self.bound).filter_map(|rank| self.rows().find(|r| r.rank() == rank))
     }
 
     /// Request ids of the stage bindings, optionally only those at `at`.
-    pub(crate) fn stage_ids(&self, at: Option<Position>) -> impl Iterator<Item = &M::Id<L>> {
+    pub(crate) fn stage_ids(&self, at: Option<Position>) -> impl Iterator<Item = &T::StoredId> {
         self.bindings()
             .filter(move |b| at.is_none_or(|p| b.position == p))
             .map(|b| b.request)
@@ -439,8 +447,8 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
         &self,
         at: Option<Position>,
         state: Option<RequestState>,
-    ) -> impl Iterator<Item = &M::Id<L>> {
-        let keep = move |r: &Row<'_, M::Id<L>>| {
+    ) -> impl Iterator<Item = &T::StoredId> {
+        let keep = move |r: &Row<'_, T::StoredId>| {
             at.is_none_or(|p| r.position == p) && state.is_none_or(|s| r.state() == s)
         };
         self.rows().enumerate().filter_map(move |(i, r)| {
@@ -456,7 +464,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     /// Drops the rows for which `drop` holds (keeping the order of the
     /// rest), then closes the gaps in the binding order.
     #[inline]
-    pub(crate) fn remove_where(&mut self, drop: impl Fn(&M::Id<L>, Position) -> bool) {
+    pub(crate) fn remove_where(&mut self, drop: impl Fn(&T::StoredId, Position) -> bool) {
         let len = self.len();
         let mut kept = 0;
         for i in 0..len {
@@ -503,7 +511,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     }
 
     /// Returns the unique ids at exactly `at`, then drops everything at `at`.
-    pub(crate) fn release_position(&mut self, at: Position) -> RequestIds<L, R> {
+    pub(crate) fn release_position(&mut self, at: Position) -> RequestIds<T> {
         let ids = RequestIds::collect(self.resource_ids(Some(at), None));
         self.remove_where(|_, p| p == at);
         ids
@@ -521,15 +529,15 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     /// `bound <= B`, one binding per stage.
     #[cfg(feature = "serde")]
     pub(crate) fn from_rows(
-        rows: impl Iterator<Item = (u32, Id<L>, Position, u8)>,
+        rows: impl Iterator<Item = (u32, T::Id, Position, u8)>,
         bound: u8,
     ) -> Result<Self, &'static str> {
         let mut t = Requests::new();
-        if usize::from(bound) > B {
+        if usize::from(bound) > T::BINDINGS {
             return Err("more bound stages than the binding capacity");
         }
         for (stage, request, position, state) in rows {
-            if t.len() >= R {
+            if t.len() >= T::RESOURCES {
                 return Err("more resources than the resource capacity");
             }
             if t.find(stage, &request).is_some() {
@@ -581,7 +589,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     }
 
     /// Returns every unique id, then drops everything.
-    pub(crate) fn drain(&mut self) -> RequestIds<L, R> {
+    pub(crate) fn drain(&mut self) -> RequestIds<T> {
         let mut ids = RequestIds::new();
         self.drain_into(&mut ids);
         ids
@@ -590,7 +598,7 @@ impl<const R: usize, const B: usize, const L: usize, M: Storage> Requests<R, B, 
     /// Replaces `ids` with every unique id, then drops everything (built
     /// where the caller keeps it, without moving the list).
     #[inline]
-    pub(crate) fn drain_into(&mut self, ids: &mut RequestIds<L, R>) {
+    pub(crate) fn drain_into(&mut self, ids: &mut RequestIds<T>) {
         ids.refill(self.resource_ids(None, None));
         self.clear();
     }

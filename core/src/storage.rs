@@ -22,13 +22,11 @@
 //! # Examples
 //!
 //! ```
+//! use duplex_core::profile::{Capacities, Conformance, Profile};
 //! use duplex_core::storage::Inline;
-//! use duplex_core::{Fence, Id, Instant, OpenOptions, Session};
 //!
 //! // `Inline` is the default: these two types are the same.
-//! let f = Fence::new(Id::new("s")?, 0);
-//! let s: Session = Session::open(f, OpenOptions::default(), Instant::ZERO)?;
-//! let _same: &Session<_, _, _, 8, 4, 8, 4, 32, 4, Inline> = &s;
+//! let _same: <Conformance as Profile>::Tables = Capacities::<8, 4, 8, 4, 32, 4, Inline>::default();
 //! # Ok::<(), duplex_core::Error>(())
 //! ```
 
@@ -75,7 +73,7 @@ pub trait Storage: sealed::Sealed + Sized + 'static {
     /// A table column of at most `N` rows.
     type Column<T: Row, const N: usize>: Column<T>;
     /// An id of at most `L` bytes, as a table stores it.
-    type Id<const L: usize>: StoredId<L>;
+    type Id<const L: usize>: StoredId<Id<L>>;
 }
 
 /// A row value of a table column (sealed: the core's own column types).
@@ -130,27 +128,27 @@ pub trait Column<T>:
 /// let mut row = Id::<8>::default(); // an unused row
 /// assert!(row.is_unused());
 /// row.set(&Id::new("op-1")?);
-/// assert!(row.is(&Id::new("op-1")?) && row.to_id().as_str() == "op-1");
+/// assert!(row.is(&Id::new("op-1")?) && row.text() == "op-1");
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
-pub trait StoredId<const L: usize>: Row + Clone {
+pub trait StoredId<I>: Row + Clone {
     /// Stores `id` here.
-    fn set(&mut self, id: &Id<L>);
+    fn set(&mut self, id: &I);
     /// The text.
-    fn as_str(&self) -> &str;
+    fn text(&self) -> &str;
     /// Whether this is `id`.
-    fn is(&self, id: &Id<L>) -> bool;
+    fn is(&self, id: &I) -> bool;
     /// Whether this and `other` are the same id.
     fn same(&self, other: &Self) -> bool;
     /// Whether this row holds no id.
     fn is_unused(&self) -> bool;
     /// The order of the completed-append index (any total order, the same
     /// for equal texts).
-    fn index_cmp(&self, id: &Id<L>) -> Ordering;
+    fn index_cmp(&self, id: &I) -> Ordering;
     /// The same order between two stored ids.
     fn order(&self, other: &Self) -> Ordering;
     /// The id, as a value.
-    fn to_id(&self) -> Id<L>;
+    fn to_id(&self) -> I;
 }
 
 /// Fixed arrays of each table's capacity: no allocation, a session's size
@@ -241,13 +239,13 @@ impl<const L: usize> Default for Id<L> {
     }
 }
 
-impl<const L: usize> StoredId<L> for Id<L> {
+impl<const L: usize> StoredId<Id<L>> for Id<L> {
     #[inline]
     fn set(&mut self, id: &Id<L>) {
         self.clone_from(id);
     }
     #[inline]
-    fn as_str(&self) -> &str {
+    fn text(&self) -> &str {
         Id::as_str(self)
     }
     #[inline]
@@ -297,16 +295,23 @@ mod heap {
     /// what it holds. Needs the `alloc` feature and a global allocator.
     ///
     /// ```
-    /// use duplex_core::profile::server;
-    /// use duplex_core::storage::{Heap, Inline};
-    /// use duplex_core::{Fence, Id, Instant, OpenOptions, Session};
+    /// use duplex_core::profile::{Capacities, Profile, Server};
+    /// use duplex_core::storage::Heap;
+    /// use duplex_core::{Fence, Id, Instant, Open, OpenOptions, Session};
     ///
-    /// type Server<M> = Session<duplex_core::Open, (), (), 16, 8, 256, 8, 128, 1, M>;
+    /// /// The server's sizes, on the heap.
+    /// #[derive(Debug)]
+    /// struct HeapServer;
+    /// impl Profile for HeapServer {
+    ///     type SessionConfig = ();
+    ///     type RuntimeConfig = ();
+    ///     type Tables = Capacities<16, 8, 256, 8, 128, 1, Heap>;
+    /// }
     /// let f = Fence::new(Id::new("s")?, 0);
-    /// let mut s = Server::<Heap>::open_with_capacities(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut s = Session::<Open, HeapServer>::open_with_capacities(f.clone(), OpenOptions::default(), Instant::ZERO)?;
     /// s.bind(&f, 0, &Id::new("req-1")?)?;
     /// assert!(core::mem::size_of_val(&s) < 600);
-    /// assert!(core::mem::size_of::<Server<Inline>>() > 40_000);
+    /// assert!(core::mem::size_of::<Session<Open, Server>>() > 40_000);
     /// # Ok::<(), duplex_core::Error>(())
     /// ```
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -424,7 +429,7 @@ mod heap {
         /// use duplex_core::Id;
         ///
         /// let mut row = HeapId::default();
-        /// StoredId::<8>::set(&mut row, &Id::<8>::new("op-1")?);
+        /// StoredId::<Id<8>>::set(&mut row, &Id::<8>::new("op-1")?);
         /// assert_eq!(row.as_str(), "op-1");
         /// # Ok::<(), duplex_core::Error>(())
         /// ```
@@ -447,7 +452,7 @@ mod heap {
         }
     }
 
-    impl<const L: usize> StoredId<L> for HeapId {
+    impl<const L: usize> StoredId<Id<L>> for HeapId {
         #[inline]
         fn set(&mut self, id: &Id<L>) {
             if self.text() != id.as_str() {
@@ -455,8 +460,8 @@ mod heap {
             }
         }
         #[inline]
-        fn as_str(&self) -> &str {
-            self.text()
+        fn text(&self) -> &str {
+            HeapId::text(self)
         }
         #[inline]
         fn is(&self, id: &Id<L>) -> bool {

@@ -15,7 +15,8 @@
 // A printed report's arithmetic.
 #![allow(clippy::cast_precision_loss)]
 
-use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::profile::Device;
+use duplex_core::{AnySession, Session};
 use duplex_core::{
     CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open, OpenOptions,
 };
@@ -27,7 +28,7 @@ use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
 /// typical on-chip or SPI NOR flash.
 type Flash = MockFlashBase<8, 4, 1024>;
 const PAGES: u64 = 8;
-const BUF: usize = buffer_len(DeviceSession::<Open>::SNAPSHOT_MAX, 4);
+const BUF: usize = buffer_len(Session::<Open, Device>::SNAPSHOT_MAX, 4);
 const SAVES_PER_HOUR: u64 = 140;
 const RATED_CYCLES: u64 = 10_000;
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -41,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let mut image = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+    let mut image = [0u8; Session::<Open, Device>::SNAPSHOT_MAX];
     let (mut saves, mut image_bytes, mut item_bytes) = (0u64, 0u64, 0u64);
     let mut save = |store: &mut SnapshotFlash<Flash, BUF>,
                     bytes: &[u8]|
@@ -64,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut now = 0;
     for n in 0..200u64 {
         let mut fence = Fence::new(Id::new(&format!("mic-{n}"))?, n);
-        let mut s = DeviceSession::open_with_capacities(
+        let mut s = Session::<Open, Device>::open_with_capacities(
             fence.clone(),
             opts.clone(),
             Instant::from_millis(now),
@@ -107,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut store = SnapshotFlash::<_, BUF>::new(flash, 0..(PAGES as u32) * 4096)?;
     let last = block_on(store.load())?.ok_or("nothing loaded")?;
     assert_eq!(
-        DeviceAnySession::<(), ()>::restore_with_capacities(last)?.kind(),
+        AnySession::<Device>::restore_with_capacities(last)?.kind(),
         duplex_core::StateKind::Closing
     );
 
@@ -120,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "image per save          {:.1} bytes (at most {})",
         image_bytes as f64 / saves as f64,
-        DeviceSession::<Open>::SNAPSHOT_MAX
+        Session::<Open, Device>::SNAPSHOT_MAX
     );
     println!(
         "flash item per save     {:.1} bytes (header, key and image in whole words)",

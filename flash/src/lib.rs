@@ -15,26 +15,26 @@
 //! `SNAPSHOT_MAX`), over any `embedded-storage-async` [`NorFlash`].
 //!
 //! ```
-//! use duplex_core::profile::{DeviceAnySession, DeviceSession};
-//! use duplex_core::{Fence, Id, Instant, Open, OpenOptions};
+//! use duplex_core::profile::Device;
+//! use duplex_core::{AnySession, Fence, Id, Instant, Open, OpenOptions, Session};
 //! use duplex_flash::{buffer_len, SnapshotFlash};
 //! # use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
 //! # type Flash = MockFlashBase<4, 4, 256>;
 //! # futures::executor::block_on(async {
 //!
 //! // The device profile's largest image, on a flash of 4-byte words.
-//! const BUF: usize = buffer_len(DeviceSession::<Open>::SNAPSHOT_MAX, 4);
+//! const BUF: usize = buffer_len(Session::<Open, Device>::SNAPSHOT_MAX, 4);
 //! # let flash = Flash::new(WriteCountCheck::Twice, None, false);
 //! let mut store = SnapshotFlash::<_, BUF>::new(flash, 0..4096)?;
 //!
 //! let fence = Fence::new(Id::new("mic-0")?, 0);
-//! let session = DeviceSession::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
-//! let mut image = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+//! let session = Session::<Open, Device>::open_with_capacities(fence, OpenOptions::default(), Instant::ZERO)?;
+//! let mut image = [0u8; Session::<Open, Device>::SNAPSHOT_MAX];
 //! store.save(session.snapshot(&mut image)?).await?;
 //!
 //! // After the power comes back:
 //! let restored = match store.load().await? {
-//!     Some(image) => Some(DeviceAnySession::<(), ()>::restore_with_capacities(image)?),
+//!     Some(image) => Some(AnySession::<Device>::restore_with_capacities(image)?),
 //!     None => None,
 //! };
 //! assert_eq!(restored.map(|s| s.id().clone()), Some(Id::new("mic-0")?));

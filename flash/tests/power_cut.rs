@@ -4,7 +4,8 @@
 //! saved, byte for byte, the core restores it, and it takes the operations
 //! its state allows. A save after the cut works, and loads back.
 
-use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::profile::Device as DeviceProfile;
+use duplex_core::{AnySession, Session};
 use duplex_core::{
     CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open, OpenOptions,
     StateKind,
@@ -17,11 +18,11 @@ use sequential_storage::mock_flash::{MockFlashBase, WriteCountCheck};
 /// largest image; small pages make a page erase come soon).
 type Flash = MockFlashBase<4, 4, 256>;
 const RANGE: core::ops::Range<u32> = 0..4 * 1024;
-const IMAGE_MAX: usize = DeviceSession::<Open>::SNAPSHOT_MAX;
+const IMAGE_MAX: usize = Session::<Open, DeviceProfile>::SNAPSHOT_MAX;
 const BUF: usize = buffer_len(IMAGE_MAX, 4);
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
-type Device = DeviceAnySession<(), ()>;
+type Device = AnySession<DeviceProfile>;
 
 fn flash() -> Flash {
     Flash::new(WriteCountCheck::Twice, None, true)
@@ -46,7 +47,9 @@ fn session(chunks: u64, state: StateKind) -> Device {
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let mut s = DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO).unwrap();
+    let mut s =
+        Session::<Open, DeviceProfile>::open_with_capacities(fence.clone(), opts, Instant::ZERO)
+            .unwrap();
     for _ in 0..chunks {
         s.append(&fence, AUDIO).unwrap();
     }

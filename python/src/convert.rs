@@ -110,7 +110,7 @@ impl<'py> FenceArg<'py> {
     }
 
     /// The core's fence with ids of up to `L` bytes.
-    pub(crate) fn fence<const L: usize>(&self) -> PyResult<Fence<L>> {
+    pub(crate) fn fence<const L: usize>(&self) -> PyResult<Fence<Id<L>>> {
         let id = id::<L>(self.session_id.to_str()?)?;
         Ok(Fence::new(id, self.incarnation)
             .with_epoch(self.epoch)
@@ -119,7 +119,7 @@ impl<'py> FenceArg<'py> {
     }
 
     /// Whether the core's `fence` has this fence's values.
-    pub(crate) fn is<const L: usize>(&self, fence: &Fence<L>) -> bool {
+    pub(crate) fn is<const L: usize>(&self, fence: &Fence<Id<L>>) -> bool {
         fence.epoch == self.epoch
             && fence.turn == self.turn
             && fence.response == self.response
@@ -147,7 +147,7 @@ pub(crate) fn id<const L: usize>(text: &str) -> PyResult<Id<L>> {
 /// The host's `DuplexFence` for the core's `fence`.
 pub(crate) fn fence_object<'py, const L: usize>(
     py: Python<'py>,
-    fence: &Fence<L>,
+    fence: &Fence<Id<L>>,
     classes: &HostClasses,
 ) -> PyResult<Bound<'py, PyAny>> {
     FenceValues::of(fence).object(py, classes)
@@ -165,7 +165,7 @@ pub(crate) struct FenceValues {
 }
 
 impl FenceValues {
-    pub(crate) fn of<const L: usize>(fence: &Fence<L>) -> Self {
+    pub(crate) fn of<const L: usize>(fence: &Fence<Id<L>>) -> Self {
         FenceValues {
             session: fence.session.as_str().to_owned(),
             epoch: fence.epoch,
@@ -466,9 +466,9 @@ impl<'py> ReservationArg<'py> {
         })
     }
 
-    pub(crate) fn rebuild<const L: usize>(&self) -> PyResult<Option<Reservation<L>>> {
-        let fence: Fence<L> = self.fence.fence()?;
-        let base: Fence<L> = self.base_fence.fence()?;
+    pub(crate) fn rebuild<const L: usize>(&self) -> PyResult<Option<Reservation<Id<L>>>> {
+        let fence: Fence<Id<L>> = self.fence.fence()?;
+        let base: Fence<Id<L>> = self.base_fence.fence()?;
         Ok(Reservation::from_parts(
             fence,
             self.mode,

@@ -122,7 +122,7 @@ pub(crate) fn gone() -> PyErr {
 }
 
 /// A manager's refusal of an open, as the seed words it.
-pub(crate) fn std_error<const L: usize>(e: duplex_std::Error<L>, id: &str) -> PyErr {
+pub(crate) fn std_error<I>(e: duplex_std::Error<I>, id: &str) -> PyErr {
     match e {
         duplex_std::Error::SessionExists { .. } => with_kind(
             pyo3::exceptions::PyValueError::new_err(format!("Duplex session already exists: {id}")),

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use duplex_core::profile::{conformance as c, server as s};
 use duplex_core::storage::Heap;
-use duplex_core::{AnySession, Clock, Fence, Instant, Reservation};
+use duplex_core::{AnySession, Clock, Fence, Id, Instant, Reservation};
 use duplex_std::{ManagerConfig, SessionKey, SessionManager};
 use pyo3::sync::MutexExt;
 use pyo3::Python;
@@ -44,43 +44,20 @@ impl Clock for HostClock {
     }
 }
 
-/// The session and manager types of one compiled profile (`$p`: its
-/// module of capacities), with [`Heap`] storage: a session costs what it
+/// The server profile with [`Heap`] storage: a session costs what it
 /// holds, up to the profile's capacities. Each completed append keeps one
 /// result: the handle of its record on the Python side.
-macro_rules! profile_types {
-    ($p:ident, $any:ident, $manager:ident, $name:literal) => {
-        #[doc = concat!("A session of the ", $name, " profile (its size is what `_native_bytes` reports).")]
-        pub(crate) type $any = AnySession<
-            (),
-            (),
-            { $p::RESOURCES },
-            { $p::BINDINGS },
-            { $p::COMPLETED },
-            { $p::ACTIVE_OPS },
-            { $p::ID_LEN },
-            { $p::STAGE_RESULTS },
-            Heap,
-        >;
-
-        #[doc = concat!("The manager of ", $name, "-profile sessions.")]
-        pub(crate) type $manager = SessionManager<
-            HostClock,
-            (),
-            (),
-            { $p::RESOURCES },
-            { $p::BINDINGS },
-            { $p::COMPLETED },
-            { $p::ACTIVE_OPS },
-            { $p::ID_LEN },
-            { $p::STAGE_RESULTS },
-            Heap,
-        >;
-    };
-}
-
-profile_types!(s, ServerAny, ServerManager, "server");
-profile_types!(c, ConformanceAny, ConformanceManager, "conformance");
+pub(crate) type ServerProfile = duplex_core::profile::Server<(), (), Heap>;
+/// The conformance profile with [`Heap`] storage.
+pub(crate) type ConformanceProfile = duplex_core::profile::Conformance<(), (), Heap>;
+/// A session of the server profile (its size is what `_native_bytes` reports).
+pub(crate) type ServerAny = AnySession<ServerProfile>;
+/// A session of the conformance profile.
+pub(crate) type ConformanceAny = AnySession<ConformanceProfile>;
+/// The manager of server-profile sessions.
+pub(crate) type ServerManager = SessionManager<HostClock, ServerProfile>;
+/// The manager of conformance-profile sessions.
+pub(crate) type ConformanceManager = SessionManager<HostClock, ConformanceProfile>;
 
 /// Which profile a host's sessions have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,31 +179,31 @@ pub(crate) use read;
 /// `DuplexFence` for every call of a turn).
 #[derive(Debug)]
 pub(crate) enum CoreFence {
-    Server(Fence<{ s::ID_LEN }>),
-    Conformance(Fence<{ c::ID_LEN }>),
+    Server(Fence<Id<{ s::ID_LEN }>>),
+    Conformance(Fence<Id<{ c::ID_LEN }>>),
 }
 
 /// The profile whose ids are `L` bytes long, for code written once for
 /// both (the profile is inferred from the session the fence goes to).
 pub(crate) trait ProfileFence<const L: usize> {
     /// The fence, if it is of this profile.
-    fn get(&self) -> Option<&Fence<L>>;
+    fn get(&self) -> Option<&Fence<Id<L>>>;
     /// Wraps a fence of this profile.
-    fn wrap(fence: Fence<L>) -> Self;
+    fn wrap(fence: Fence<Id<L>>) -> Self;
 }
 
 /// `ProfileFence` for the profile whose fences are `$variant`.
 macro_rules! profile_fence {
     ($len:expr, $variant:ident) => {
         impl ProfileFence<{ $len }> for CoreFence {
-            fn get(&self) -> Option<&Fence<{ $len }>> {
+            fn get(&self) -> Option<&Fence<Id<{ $len }>>> {
                 match self {
                     CoreFence::$variant(f) => Some(f),
                     _ => None,
                 }
             }
 
-            fn wrap(fence: Fence<{ $len }>) -> Self {
+            fn wrap(fence: Fence<Id<{ $len }>>) -> Self {
                 CoreFence::$variant(fence)
             }
         }
@@ -240,24 +217,24 @@ profile_fence!(c::ID_LEN, Conformance);
 /// session made, kept so that committing it reads nothing back.
 #[derive(Debug)]
 pub(crate) enum CoreReservation {
-    Server(Reservation<{ s::ID_LEN }>),
-    Conformance(Reservation<{ c::ID_LEN }>),
+    Server(Reservation<Id<{ s::ID_LEN }>>),
+    Conformance(Reservation<Id<{ c::ID_LEN }>>),
 }
 
 /// [`ProfileFence`] for reservations.
 pub(crate) trait ProfileReservation<const L: usize> {
     /// Wraps a reservation of this profile.
-    fn wrap(reservation: Reservation<L>) -> Self;
+    fn wrap(reservation: Reservation<Id<L>>) -> Self;
 }
 
 impl ProfileReservation<{ s::ID_LEN }> for CoreReservation {
-    fn wrap(reservation: Reservation<{ s::ID_LEN }>) -> Self {
+    fn wrap(reservation: Reservation<Id<{ s::ID_LEN }>>) -> Self {
         CoreReservation::Server(reservation)
     }
 }
 
 impl ProfileReservation<{ c::ID_LEN }> for CoreReservation {
-    fn wrap(reservation: Reservation<{ c::ID_LEN }>) -> Self {
+    fn wrap(reservation: Reservation<Id<{ c::ID_LEN }>>) -> Self {
         CoreReservation::Conformance(reservation)
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use std::borrow::Cow;
 
-use duplex_core::{Error as CoreError, Fence, Instant, StateKind};
+use duplex_core::{Error as CoreError, Fence, Id, Instant, StateKind};
 use duplex_std::SessionKey;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -149,7 +149,7 @@ impl Inner {
         &mut self,
         arg: &FenceArg<'_>,
         classes: &HostClasses,
-    ) -> PyResult<Cow<'_, Fence<L>>>
+    ) -> PyResult<Cow<'_, Fence<Id<L>>>>
     where
         CoreFence: ProfileFence<L>,
     {

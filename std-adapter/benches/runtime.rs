@@ -9,12 +9,12 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use duplex_core::profile::{server, ServerSession};
+use duplex_core::profile::{server, Server};
 use duplex_core::{
     Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
     Modes, OpenOptions, Session,
 };
-use duplex_std::{ManagerConfig, ServerManager, SessionManager, Sessions};
+use duplex_std::{ManagerConfig, SessionManager, Sessions};
 
 const MODE: InputMode = InputMode::AppendAudioChunk;
 
@@ -90,8 +90,12 @@ fn window_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("completed_window");
     for window in [8_usize, 256] {
         let fence = Fence::new(Id::new("session-0").expect("id"), 0);
-        let mut s = ServerSession::open_with_capacities(fence.clone(), options(), Instant::ZERO)
-            .expect("opens");
+        let mut s = Session::<duplex_core::Open, Server>::open_with_capacities(
+            fence.clone(),
+            options(),
+            Instant::ZERO,
+        )
+        .expect("opens");
         let op = |i: usize| {
             Id::<{ server::ID_LEN }>::new(&format!("append:{i:08x}-6a3b-4f0e-9a57-2d8c1e4b7f30"))
                 .expect("op id")
@@ -127,18 +131,7 @@ fn storage_benches(c: &mut Criterion) {
     };
     macro_rules! storage {
         ($name:literal, $m:ty) => {{
-            type S = Session<
-                duplex_core::Open,
-                (),
-                (),
-                { server::RESOURCES },
-                { server::BINDINGS },
-                { server::COMPLETED },
-                { server::ACTIVE_OPS },
-                { server::ID_LEN },
-                { server::STAGE_RESULTS },
-                $m,
-            >;
+            type S = Session<duplex_core::Open, Server<(), (), $m>>;
             let fence = Fence::new(Id::new(long).expect("id"), 0);
             let mut s =
                 S::open_with_capacities(fence.clone(), options(), Instant::ZERO).expect("opens");
@@ -166,11 +159,12 @@ fn storage_benches(c: &mut Criterion) {
                     )
                 });
             });
-            let mut m: ServerManager<ManualClock, $m> = SessionManager::with_capacities(
-                ManualClock::new(Instant::ZERO),
-                ManagerConfig::default(),
-            )
-            .expect("manager");
+            let mut m: SessionManager<ManualClock, Server<(), (), $m>> =
+                SessionManager::with_capacities(
+                    ManualClock::new(Instant::ZERO),
+                    ManagerConfig::default(),
+                )
+                .expect("manager");
             let mut incarnation = 0u64;
             let churn = Id::new(long).expect("id");
             g.bench_function(concat!($name, "/open_close"), |b| {

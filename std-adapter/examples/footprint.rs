@@ -25,12 +25,13 @@
 
 use allocation_counter::measure;
 use duplex_core::profile::server;
+use duplex_core::profile::Server;
 use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_core::{
     Activity, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
 };
 use duplex_std::Sessions as _;
-use duplex_std::{ManagerConfig, ServerManager, SessionManager};
+use duplex_std::{ManagerConfig, SessionManager};
 
 const SESSIONS: usize = 10_000;
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -42,7 +43,7 @@ fn id(s: &str) -> Id {
 }
 
 /// A server-profile manager with storage `M`.
-type Server<M> = ServerManager<ManualClock, M>;
+type ServerManager<M> = SessionManager<ManualClock, Server<(), (), M>>;
 
 /// An id of 46 to 74 bytes, as vllm-omni's session and request ids run
 /// (the Python bench's `long_id`).
@@ -65,11 +66,13 @@ fn typical<M: Storage>(sessions: usize) -> (f64, f64) {
     let ops: Vec<_> = (0..8)
         .map(|k| Id::new(&format!("op-{k}")).expect("valid id"))
         .collect();
-    let mut manager: Option<Server<M>> = None;
+    let mut manager: Option<ServerManager<M>> = None;
     let held = measure(|| {
-        let mut m =
-            Server::<M>::with_capacities(ManualClock::new(Instant::ZERO), ManagerConfig::default())
-                .expect("manager");
+        let mut m = ServerManager::<M>::with_capacities(
+            ManualClock::new(Instant::ZERO),
+            ManagerConfig::default(),
+        )
+        .expect("manager");
         for (f, requests) in fences.iter().zip(&requests) {
             let key = m
                 .open_keyed(f.clone(), OpenOptions::default().modes(Modes::only(AUDIO)))
@@ -89,7 +92,7 @@ fn typical<M: Storage>(sessions: usize) -> (f64, f64) {
         }
         manager = Some(m);
     });
-    let inline = std::mem::size_of::<Server<M>>() as f64;
+    let inline = std::mem::size_of::<ServerManager<M>>() as f64;
     let bytes = (held.bytes_current as f64 + inline) / sessions as f64;
     let blocks = held.count_current as f64 / sessions as f64;
     drop(manager);

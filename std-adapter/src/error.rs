@@ -1,6 +1,5 @@
 //! Errors of the manager's dynamic API.
 
-use duplex_core::profile::conformance::ID_LEN;
 use duplex_core::{ErrorKind, Id, Rejected};
 
 /// Why a manager operation failed. A failed operation changes nothing.
@@ -20,7 +19,7 @@ use duplex_core::{ErrorKind, Id, Rejected};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error<const L: usize = { ID_LEN }> {
+pub enum Error<I = Id> {
     /// The session refused the operation (fence, mode, capacity, lifecycle
     /// state, ...).
     #[error(transparent)]
@@ -29,13 +28,13 @@ pub enum Error<const L: usize = { ID_LEN }> {
     #[error("unknown session {session:?}")]
     UnknownSession {
         /// The id asked for.
-        session: Id<L>,
+        session: I,
     },
     /// `open` with an id that is already open or closing.
     #[error("session {session:?} already exists")]
     SessionExists {
         /// The id.
-        session: Id<L>,
+        session: I,
     },
     /// `open` beyond `max_sessions` (closing sessions count until finalized).
     #[error("session capacity exhausted: limit {limit}")]
@@ -45,7 +44,7 @@ pub enum Error<const L: usize = { ID_LEN }> {
     },
 }
 
-impl<const L: usize> Error<L> {
+impl<I> Error<I> {
     /// The stable kind.
     ///
     /// ```
@@ -65,7 +64,7 @@ impl<const L: usize> Error<L> {
     }
 }
 
-impl<T, const L: usize> From<Rejected<T>> for Error<L> {
+impl<T, I> From<Rejected<T>> for Error<I> {
     /// The refusal's error (the session in it is dropped), so `?` works on
     /// typed transitions in a function returning this error.
     fn from(rejected: Rejected<T>) -> Self {

@@ -70,9 +70,7 @@ pub use clock::TokioClock;
 pub use duplex_core::Expiry;
 pub use error::Error;
 pub use host::Host;
-pub use manager::{
-    ManagerConfig, NotImported, Released, ServerManager, SessionKey, SessionManager,
-};
+pub use manager::{ManagerConfig, NotImported, Released, SessionKey, SessionManager};
 pub use sessions::Sessions;
 pub use shared::{
     default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedKey,

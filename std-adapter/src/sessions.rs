@@ -11,20 +11,19 @@
 //! [`SharedManager`](crate::SharedManager) (`&`), and any host layer built
 //! the same way.
 
-use duplex_core::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
+use duplex_core::profile::{Conformance, IdOf, Profile};
 use duplex_core::{
-    Activity, AnySession, Appended, CloseReason, Error as CoreError, Fence, Finality, Id,
-    InputMode, Instant, RequestIds, RequestState, Reservation, StageResults,
+    Activity, AnySession, Appended, CloseReason, Error as CoreError, Fence, Finality, InputMode,
+    Instant, RequestIds, RequestState, Reservation, StageResults,
 };
 
 use crate::error::Error;
-use duplex_core::storage::{Inline, Storage, StoredId};
+use duplex_core::id::IdText;
+use duplex_core::storage::StoredId;
 
 /// A validated request or operation id.
-fn id<const L: usize>(text: &str) -> Result<Id<L>, CoreError> {
-    Id::new(text)
+fn id<I: IdText>(text: &str) -> Result<I, CoreError> {
+    I::new(text)
 }
 
 /// The per-session operations of a host: each finds the session, reads the
@@ -59,18 +58,7 @@ fn id<const L: usize>(text: &str) -> Result<Id<L>, CoreError> {
 /// # use duplex_std::MonotonicClock;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait Sessions<
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
->: Sized
-{
+pub trait Sessions<P: Profile = Conformance>: Sized {
     /// Runs `op` on the session named `session` with the clock's `now`, and
     /// keeps the host's books: a moved deadline, a state change (logged
     /// `state=A=>B`), a refusal (counted by kind).
@@ -91,9 +79,9 @@ pub trait Sessions<
     /// ```
     fn apply<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>>;
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>>;
 
     /// [`apply`](Self::apply) for an operation that takes no time (append,
     /// bind, cancel, ...): the clock is not read (on a virtual machine a
@@ -117,9 +105,9 @@ pub trait Sessions<
     /// ```
     fn update<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>>;
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>>;
 
     /// Runs `op` on the session named `session`, read-only.
     ///
@@ -138,9 +126,9 @@ pub trait Sessions<
     /// ```
     fn read<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>>;
+        session: &IdOf<P>,
+        op: impl FnOnce(&AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>>;
 
     /// Records activity (Open, Detached).
     ///
@@ -160,7 +148,7 @@ pub trait Sessions<
     /// assert_eq!(m.inspect(&f.session).unwrap().last_activity, Instant::from_millis(1_000));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn touch(self, fence: &Fence<L>, activity: Activity) -> Result<(), Error<L>> {
+    fn touch(self, fence: &Fence<IdOf<P>>, activity: Activity) -> Result<(), Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| s.touch(fence, activity, now))
     }
 
@@ -180,7 +168,7 @@ pub trait Sessions<
     /// assert_eq!(m.detach(&f).unwrap_err().kind(), ErrorKind::WrongState);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn detach(self, fence: &Fence<L>) -> Result<(), Error<L>> {
+    fn detach(self, fence: &Fence<IdOf<P>>) -> Result<(), Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| s.detach(fence, now))
     }
 
@@ -207,7 +195,11 @@ pub trait Sessions<
     /// assert_eq!(m.get(&f.session).unwrap().kind(), StateKind::Detached);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn detach_generation(self, fence: &Fence<L>, generation: u64) -> Result<(), Error<L>> {
+    fn detach_generation(
+        self,
+        fence: &Fence<IdOf<P>>,
+        generation: u64,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| {
             s.check_generation(generation)?;
             s.detach(fence, now)
@@ -233,7 +225,11 @@ pub trait Sessions<
     /// assert_eq!(m.resume(&f, 0)?, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn resume(self, fence: &Fence<L>, expected_generation: u64) -> Result<u64, Error<L>> {
+    fn resume(
+        self,
+        fence: &Fence<IdOf<P>>,
+        expected_generation: u64,
+    ) -> Result<u64, Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| {
             s.resume(fence, expected_generation, now)
         })
@@ -259,7 +255,11 @@ pub trait Sessions<
     /// assert!(m.next_deadline().is_some());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn begin_operation(self, fence: &Fence<L>, operation: impl AsRef<str>) -> Result<(), Error<L>> {
+    fn begin_operation(
+        self,
+        fence: &Fence<IdOf<P>>,
+        operation: impl AsRef<str>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| {
             s.begin_operation(fence, &id(operation.as_ref())?, now)
         })
@@ -273,7 +273,11 @@ pub trait Sessions<
     /// `operation_not_active`.
     ///
     /// See [`begin_operation`](Self::begin_operation).
-    fn end_operation(self, fence: &Fence<L>, operation: impl AsRef<str>) -> Result<(), Error<L>> {
+    fn end_operation(
+        self,
+        fence: &Fence<IdOf<P>>,
+        operation: impl AsRef<str>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.apply(&fence.session, |s, now| {
             s.end_operation(fence, &id(operation.as_ref())?, now)
         })
@@ -295,7 +299,7 @@ pub trait Sessions<
     /// assert_eq!(m.append(&f, InputMode::TurnCommitOnly)?.seq, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn append(self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error<L>> {
+    fn append(self, fence: &Fence<IdOf<P>>, mode: InputMode) -> Result<Appended, Error<IdOf<P>>> {
         self.update(&fence.session, |s| s.append(fence, mode))
     }
 
@@ -316,7 +320,11 @@ pub trait Sessions<
     /// assert_eq!(m.commit_append(&r).unwrap_err().kind(), ErrorKind::StaleReservation);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn prepare_append(self, fence: &Fence<L>, mode: InputMode) -> Result<Reservation<L>, Error<L>> {
+    fn prepare_append(
+        self,
+        fence: &Fence<IdOf<P>>,
+        mode: InputMode,
+    ) -> Result<Reservation<IdOf<P>>, Error<IdOf<P>>> {
         self.read(&fence.session, |s| s.prepare_append(fence, mode))
     }
 
@@ -327,7 +335,7 @@ pub trait Sessions<
     /// `unknown_session`, `wrong_state`, `stale_reservation`.
     ///
     /// See [`prepare_append`](Self::prepare_append).
-    fn commit_append(self, reservation: &Reservation<L>) -> Result<Appended, Error<L>> {
+    fn commit_append(self, reservation: &Reservation<IdOf<P>>) -> Result<Appended, Error<IdOf<P>>> {
         self.update(&reservation.fence().session, |s| {
             s.commit_append(reservation)
         })
@@ -354,11 +362,11 @@ pub trait Sessions<
     /// ```
     fn completed(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         operation: impl AsRef<str>,
         mode: InputMode,
         finality: Finality,
-    ) -> Result<Option<StageResults<K>>, Error<L>> {
+    ) -> Result<Option<StageResults<P::Tables>>, Error<IdOf<P>>> {
         self.read(&fence.session, |s| {
             s.completed(fence, &id(operation.as_ref())?, mode, finality)?
                 .map(StageResults::new)
@@ -376,12 +384,12 @@ pub trait Sessions<
     /// See [`completed`](Self::completed).
     fn record_completed(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         operation: impl AsRef<str>,
         mode: InputMode,
         finality: Finality,
         results: &[i64],
-    ) -> Result<(), Error<L>> {
+    ) -> Result<(), Error<IdOf<P>>> {
         self.update(&fence.session, |s| {
             s.record_completed(fence, &id(operation.as_ref())?, mode, finality, results)
         })
@@ -407,10 +415,10 @@ pub trait Sessions<
     /// ```
     fn reserve(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         stage: u32,
         request: impl AsRef<str>,
-    ) -> Result<(), Error<L>> {
+    ) -> Result<(), Error<IdOf<P>>> {
         self.update(&fence.session, |s| {
             s.reserve(fence, stage, &id(request.as_ref())?)
         })
@@ -432,7 +440,12 @@ pub trait Sessions<
     /// assert_eq!(m.stage_request_ids(&f.session, None)?.len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn bind(self, fence: &Fence<L>, stage: u32, request: impl AsRef<str>) -> Result<(), Error<L>> {
+    fn bind(
+        self,
+        fence: &Fence<IdOf<P>>,
+        stage: u32,
+        request: impl AsRef<str>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.update(&fence.session, |s| {
             s.bind(fence, stage, &id(request.as_ref())?)
         })
@@ -448,9 +461,9 @@ pub trait Sessions<
     /// See [`bind`](Self::bind).
     fn stage_request_ids(
         self,
-        session: &Id<L>,
-        fence: Option<&Fence<L>>,
-    ) -> Result<RequestIds<L, R>, Error<L>> {
+        session: &IdOf<P>,
+        fence: Option<&Fence<IdOf<P>>>,
+    ) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         self.read(session, |s| s.stage_request_ids(fence))
     }
 
@@ -464,10 +477,10 @@ pub trait Sessions<
     /// See [`reserve`](Self::reserve).
     fn resource_request_ids(
         self,
-        session: &Id<L>,
-        fence: Option<&Fence<L>>,
+        session: &IdOf<P>,
+        fence: Option<&Fence<IdOf<P>>>,
         state: Option<RequestState>,
-    ) -> Result<RequestIds<L, R>, Error<L>> {
+    ) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         self.read(session, |s| s.resource_request_ids(fence, state))
     }
 
@@ -489,9 +502,13 @@ pub trait Sessions<
     /// assert!(m.stage_request_ids(&f.session, None)?.is_empty());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn release<I: AsRef<str>>(self, session: &Id<L>, request_ids: &[I]) -> Result<(), Error<L>> {
+    fn release<I: AsRef<str>>(
+        self,
+        session: &IdOf<P>,
+        request_ids: &[I],
+    ) -> Result<(), Error<IdOf<P>>> {
         self.update(session, |s| {
-            s.release_where(|held| request_ids.iter().any(|r| r.as_ref() == held.as_str()))
+            s.release_where(|held| request_ids.iter().any(|r| r.as_ref() == held.text()))
         })
     }
 
@@ -512,7 +529,10 @@ pub trait Sessions<
     /// assert_eq!(m.release_fence(&f)?.len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn release_fence(self, fence: &Fence<L>) -> Result<RequestIds<L, R>, Error<L>> {
+    fn release_fence(
+        self,
+        fence: &Fence<IdOf<P>>,
+    ) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         self.update(&fence.session, |s| s.release_fence(fence))
     }
 
@@ -532,7 +552,7 @@ pub trait Sessions<
     /// assert_eq!(m.accept_fence(&f).unwrap_err().kind(), ErrorKind::FenceMismatch);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn accept_fence(self, fence: &Fence<L>) -> Result<(), Error<L>> {
+    fn accept_fence(self, fence: &Fence<IdOf<P>>) -> Result<(), Error<IdOf<P>>> {
         self.update(&fence.session, |s| s.accept_fence(fence))
     }
 
@@ -554,7 +574,11 @@ pub trait Sessions<
     /// assert_eq!(cancelled.as_slice(), [Id::new("tts")?]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn cancel(self, cancelled: &Fence<L>, next: &Fence<L>) -> Result<RequestIds<L, R>, Error<L>> {
+    fn cancel(
+        self,
+        cancelled: &Fence<IdOf<P>>,
+        next: &Fence<IdOf<P>>,
+    ) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         self.update(&cancelled.session, |s| s.cancel(cancelled, next))
     }
 
@@ -568,7 +592,8 @@ pub trait Sessions<
     /// ```
     /// # use duplex_core::*;
     /// # use duplex_std::*;
-    /// let mut m: SessionManager<ManualClock, u8, ()> =
+    /// use duplex_core::profile::Conformance;
+    /// let mut m: SessionManager<ManualClock, Conformance<u8>> =
     ///     SessionManager::with_capacities(ManualClock::default(), ManagerConfig::default())?;
     /// let f = Fence::new(Id::new("s")?, 0);
     /// m.open(f.clone(), OpenOptions::new(1, ()))?;
@@ -577,10 +602,10 @@ pub trait Sessions<
     /// ```
     fn replace_configs(
         self,
-        session: &Id<L>,
-        session_config: Option<SC>,
-        runtime_config: Option<RC>,
-    ) -> Result<u64, Error<L>> {
+        session: &IdOf<P>,
+        session_config: Option<P::SessionConfig>,
+        runtime_config: Option<P::RuntimeConfig>,
+    ) -> Result<u64, Error<IdOf<P>>> {
         self.update(session, |s| {
             s.replace_configs(session_config, runtime_config)
         })
@@ -605,7 +630,11 @@ pub trait Sessions<
     /// assert!(m.finalize(&f.session)?.is_empty());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn begin_close(self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error<L>> {
+    fn begin_close(
+        self,
+        fence: &Fence<IdOf<P>>,
+        reason: CloseReason,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.update(&fence.session, |s| s.begin_close(fence, reason))
     }
 }

@@ -1,7 +1,8 @@
 //! [`SessionView`]: an owned, read-only view of a session's facts.
 
-use duplex_core::profile::conformance::ID_LEN;
-use duplex_core::storage::{Storage, StoredId};
+use duplex_core::id::IdText;
+use duplex_core::profile::{Profile, Tables};
+use duplex_core::storage::StoredId;
 use duplex_core::{
     AnySession, CloseReason, Fence, Id, Instant, Modes, RequestState, Session, StateKind,
     Unfinished,
@@ -25,11 +26,11 @@ use duplex_core::{
 /// # Ok::<(), Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionView<const L: usize = { ID_LEN }> {
+pub struct SessionView<I = Id> {
     /// The state.
     pub state: StateKind,
     /// The current fence.
-    pub fence: Fence<L>,
+    pub fence: Fence<I>,
     /// Input sequence of the epoch.
     pub input_seq: u64,
     /// Turn-local input sequence.
@@ -43,36 +44,25 @@ pub struct SessionView<const L: usize = { ID_LEN }> {
     /// When the client detached (Detached only).
     pub detached_at: Option<Instant>,
     /// Active operations, sorted.
-    pub active_operations: Vec<Id<L>>,
+    pub active_operations: Vec<I>,
     /// Stage bindings `(stage, request)`, in binding order.
-    pub bindings: Vec<(u32, Id<L>)>,
+    pub bindings: Vec<(u32, I)>,
     /// Resources `(stage, request, state)`, in reservation order.
-    pub resources: Vec<(u32, Id<L>, RequestState)>,
+    pub resources: Vec<(u32, I, RequestState)>,
     /// Completed-append operation ids, oldest first.
-    pub completed: Vec<Id<L>>,
+    pub completed: Vec<I>,
     /// Why it is closing (Closing only).
     pub close_reason: Option<CloseReason>,
     /// Input modes.
     pub modes: Modes,
 }
 
-impl<const L: usize> SessionView<L> {
+impl<I: IdText> SessionView<I> {
     /// The view of a session that still holds its tables (`None` for a
     /// closed one, which only reports its final facts).
     ///
     /// See the type-level example.
-    pub fn of<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const K: usize,
-        M: Storage,
-    >(
-        session: &AnySession<SC, RC, R, B, D, A, L, K, M>,
-    ) -> Option<Self> {
+    pub fn of<P: Profile<Tables = T>, T: Tables<Id = I>>(session: &AnySession<P>) -> Option<Self> {
         if let Some(s) = session.as_open() {
             Some(Self::of_typed(s, None, None))
         } else if let Some(s) = session.as_detached() {
@@ -83,23 +73,12 @@ impl<const L: usize> SessionView<L> {
         }
     }
 
-    fn of_typed<
-        S: Unfinished,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const K: usize,
-        M: Storage,
-    >(
-        s: &Session<S, SC, RC, R, B, D, A, L, K, M>,
+    fn of_typed<S: Unfinished, P: Profile<Tables = T>, T: Tables<Id = I>>(
+        s: &Session<S, P>,
         detached_at: Option<Instant>,
         close_reason: Option<CloseReason>,
     ) -> Self {
-        let mut active_operations: Vec<Id<L>> =
-            s.active_operations().map(StoredId::to_id).collect();
+        let mut active_operations: Vec<I> = s.active_operations().map(StoredId::to_id).collect();
         active_operations.sort();
         SessionView {
             state: s.kind(),

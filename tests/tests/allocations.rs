@@ -4,13 +4,14 @@
 
 use allocation_counter::measure;
 use duplex_core::profile::server;
+use duplex_core::profile::Server;
 use duplex_core::storage::Heap;
 use duplex_core::{
     Activity, AnySession, Fence, Finality, Id, InputMode, Instant, ManualClock, Modes, OpenOptions,
     Session,
 };
 use duplex_std::Sessions as _;
-use duplex_std::{ManagerConfig, ServerManager, SessionManager};
+use duplex_std::{ManagerConfig, SessionManager};
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -135,7 +136,7 @@ fn the_counter_sees_allocations() {
 }
 
 /// The server profile with heap storage: the Python package's sessions.
-type HeapServer<'c> = ServerManager<&'c ManualClock, Heap>;
+type HeapServer<'c> = SessionManager<&'c ManualClock, Server<(), (), Heap>>;
 
 fn server_id(s: &str) -> Id<{ server::ID_LEN }> {
     Id::new(s).expect("valid id")

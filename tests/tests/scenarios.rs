@@ -365,8 +365,10 @@ fn configurations_are_released_when_a_session_leaves() {
     // configurations own nothing; these own a reference count.
     let clock = ManualClock::new(Instant::ZERO);
     let config = std::rc::Rc::new("voice-a");
-    let mut m: SessionManager<&ManualClock, std::rc::Rc<&str>, ()> =
-        SessionManager::with_capacities(&clock, ManagerConfig::default()).unwrap();
+    let mut m: SessionManager<
+        &ManualClock,
+        duplex_core::profile::Conformance<std::rc::Rc<&'static str>>,
+    > = SessionManager::with_capacities(&clock, ManagerConfig::default()).unwrap();
     let (a, b) = (fence("a", 0), fence("b", 0));
     m.open(a.clone(), OpenOptions::new(config.clone(), ()))
         .unwrap();

@@ -5,24 +5,11 @@ use super::Session;
 use crate::append::{Appended, Reservation};
 use crate::error::{Error, Rejected};
 use crate::fence::Fence;
-use crate::id::Id;
 use crate::mode::InputMode;
-use crate::storage::Storage;
+use crate::profile::{IdOf, Profile};
 use crate::time::Instant;
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// The client went away: the session waits out the disconnect grace and
     /// refuses client input until resumed.
     ///
@@ -40,9 +27,9 @@ impl<
     /// ```
     pub fn detach(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         now: Instant,
-    ) -> Result<Session<Detached, SC, RC, R, B, D, A, L, K, M>, Rejected<Self>>
+    ) -> Result<Session<Detached, P>, Rejected<Self>>
     where
         S: Attached,
     {
@@ -53,7 +40,11 @@ impl<
     /// The rule of [`detach`](Self::detach), where the session sits: the
     /// fence is checked (a refusal changes nothing), then activity recorded.
     /// The state move (→ Detached) is the caller's.
-    pub(super) fn detach_in_place(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error>
+    pub(super) fn detach_in_place(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        now: Instant,
+    ) -> Result<(), Error>
     where
         S: Attached,
     {
@@ -80,8 +71,8 @@ impl<
     /// ```
     pub fn begin_operation(
         &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         now: Instant,
     ) -> Result<(), Error>
     where
@@ -111,7 +102,11 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn prepare_append(&self, fence: &Fence<L>, mode: InputMode) -> Result<Reservation<L>, Error>
+    pub fn prepare_append(
+        &self,
+        fence: &Fence<IdOf<P>>,
+        mode: InputMode,
+    ) -> Result<Reservation<IdOf<P>>, Error>
     where
         S: Attached,
     {
@@ -141,7 +136,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error>
+    pub fn append(&mut self, fence: &Fence<IdOf<P>>, mode: InputMode) -> Result<Appended, Error>
     where
         S: Attached,
     {
@@ -154,7 +149,7 @@ impl<
     }
 
     #[inline]
-    fn next_append(&self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
+    fn next_append(&self, fence: &Fence<IdOf<P>>, mode: InputMode) -> Result<Appended, Error> {
         if !self.completed.modes().contains(mode) {
             return Err(Error::UnsupportedMode {
                 mode,

@@ -3,22 +3,10 @@
 use super::state::{Closed, Finalizable, State};
 use super::Session;
 use crate::lease::CloseReason;
+use crate::profile::Profile;
 use crate::requests::RequestIds;
-use crate::storage::Storage;
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// Finalizes the close: returns the closed session and every request id
     /// it still held (unique, reservation order), now released.
     ///
@@ -32,12 +20,7 @@ impl<
     /// assert_eq!(closed.kind(), StateKind::Closed);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn finalize(
-        mut self,
-    ) -> (
-        Session<Closed, SC, RC, R, B, D, A, L, K, M>,
-        RequestIds<L, R>,
-    )
+    pub fn finalize(mut self) -> (Session<Closed, P>, RequestIds<P::Tables>)
     where
         S: Finalizable,
     {
@@ -50,7 +33,7 @@ impl<
     /// and the reason the session is closing. The caller then moves it to
     /// `Closed` ([`finalize`](Self::finalize)) or marks it closed
     /// (`AnySession::finalize`).
-    pub(crate) fn finalize_in_place(&mut self) -> (RequestIds<L, R>, CloseReason)
+    pub(crate) fn finalize_in_place(&mut self) -> (RequestIds<P::Tables>, CloseReason)
     where
         S: Finalizable,
     {
@@ -64,18 +47,7 @@ impl<
     }
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<Closed, SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> Session<Closed, P> {
     /// Why the session was closed.
     ///
     /// ```

@@ -1,9 +1,8 @@
 //! [`Expiry`]: what a host must do about a session whose lease ran out.
 
-use crate::base::conformance::{ID_LEN, RESOURCES};
 use crate::fence::Fence;
-use crate::id::Id;
 use crate::lease::CloseReason;
+use crate::profile::{Conformance, Tables, TablesOf};
 use crate::requests::RequestIds;
 
 /// A session whose lease expired, moved to `Closing` by
@@ -25,17 +24,17 @@ use crate::requests::RequestIds;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "an expired session's requests must be cancelled in the engine, then the session finalized"]
-pub struct Expiry<const L: usize = { ID_LEN }, const R: usize = { RESOURCES }> {
+pub struct Expiry<T: Tables = TablesOf<Conformance>> {
     /// The session.
-    pub session: Id<L>,
+    pub session: T::Id,
     /// Its fence.
-    pub fence: Fence<L>,
+    pub fence: Fence<T::Id>,
     /// Lease generation after the close bumped it.
     pub lease_generation: u64,
     /// `disconnect_grace_expired` or `idle_ttl_expired`.
     pub reason: CloseReason,
     /// Submitted request ids, to cancel in the engine.
-    pub submitted: RequestIds<L, R>,
+    pub submitted: RequestIds<T>,
     /// Reserved, never submitted request ids, to drop.
-    pub reserved: RequestIds<L, R>,
+    pub reserved: RequestIds<T>,
 }

@@ -7,26 +7,14 @@ use crate::append::{Appended, Finality, Reservation};
 use crate::error::{Error, FenceRule, Rejected};
 use crate::fence::Fence;
 use crate::fmt::debug;
-use crate::id::Id;
+use crate::id::IdText as _;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
+use crate::profile::{IdOf, Profile};
 use crate::requests::RequestIds;
-use crate::storage::Storage;
 use crate::time::Instant;
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// Validates `fence` and makes it current (a new epoch resets the input
     /// sequence and clears the completed-append cache).
     ///
@@ -43,7 +31,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error>
+    pub fn accept_fence(&mut self, fence: &Fence<IdOf<P>>) -> Result<(), Error>
     where
         S: Live,
     {
@@ -65,7 +53,12 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn touch(&mut self, fence: &Fence<L>, activity: Activity, now: Instant) -> Result<(), Error>
+    pub fn touch(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        activity: Activity,
+        now: Instant,
+    ) -> Result<(), Error>
     where
         S: Live,
     {
@@ -108,10 +101,10 @@ impl<
     #[allow(clippy::type_complexity)]
     pub fn resume(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         expected_generation: u64,
         now: Instant,
-    ) -> Result<(Session<Open, SC, RC, R, B, D, A, L, K, M>, u64), Rejected<Self>>
+    ) -> Result<(Session<Open, P>, u64), Rejected<Self>>
     where
         S: Live,
     {
@@ -130,7 +123,7 @@ impl<
     /// (Detached → Open) is the caller's.
     pub(super) fn resume_in_place(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         expected_generation: u64,
         now: Instant,
     ) -> Result<u64, Error>
@@ -166,7 +159,12 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn end_operation(&mut self, fence: &Fence<L>, op: &Id<L>, now: Instant) -> Result<(), Error>
+    pub fn end_operation(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
+        now: Instant,
+    ) -> Result<(), Error>
     where
         S: Live,
     {
@@ -195,7 +193,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error>
+    pub fn commit_append(&mut self, reservation: &Reservation<IdOf<P>>) -> Result<Appended, Error>
     where
         S: Live,
     {
@@ -232,8 +230,8 @@ impl<
     #[inline]
     pub fn completed(
         &self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error>
@@ -266,8 +264,8 @@ impl<
     #[inline]
     pub fn record_completed(
         &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         mode: InputMode,
         finality: Finality,
         results: &[i64],
@@ -299,7 +297,12 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
+    pub fn reserve(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        stage: u32,
+        request: &IdOf<P>,
+    ) -> Result<(), Error>
     where
         S: Live,
     {
@@ -327,7 +330,12 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error>
+    pub fn bind(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        stage: u32,
+        request: &IdOf<P>,
+    ) -> Result<(), Error>
     where
         S: Live,
     {
@@ -364,9 +372,9 @@ impl<
     #[inline]
     pub fn cancel(
         &mut self,
-        cancelled: &Fence<L>,
-        next: &Fence<L>,
-    ) -> Result<RequestIds<L, R>, Error>
+        cancelled: &Fence<IdOf<P>>,
+        next: &Fence<IdOf<P>>,
+    ) -> Result<RequestIds<P::Tables>, Error>
     where
         S: Live,
     {
@@ -401,7 +409,11 @@ impl<
     /// assert_eq!((*s.session_config(), *s.runtime_config()), (2, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn replace_configs(&mut self, session_config: Option<SC>, runtime_config: Option<RC>) -> u64
+    pub fn replace_configs(
+        &mut self,
+        session_config: Option<P::SessionConfig>,
+        runtime_config: Option<P::RuntimeConfig>,
+    ) -> u64
     where
         S: Live,
     {
@@ -490,7 +502,7 @@ impl<
     /// assert_eq!(closing.state().reason(), CloseReason::DisconnectGraceExpired);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn expire(self, now: Instant) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K, M>, Self>
+    pub fn expire(self, now: Instant) -> Result<Session<Closing, P>, Self>
     where
         S: Live,
     {
@@ -520,15 +532,9 @@ impl<
     #[allow(clippy::type_complexity)]
     pub fn close(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<
-        (
-            Session<Closed, SC, RC, R, B, D, A, L, K, M>,
-            RequestIds<L, R>,
-        ),
-        Rejected<Self>,
-    >
+    ) -> Result<(Session<Closed, P>, RequestIds<P::Tables>), Rejected<Self>>
     where
         S: Live,
     {
@@ -550,8 +556,8 @@ impl<
     #[inline]
     pub(crate) fn close_in_place(
         &mut self,
-        fence: &Fence<L>,
-        released: &mut RequestIds<L, R>,
+        fence: &Fence<IdOf<P>>,
+        released: &mut RequestIds<P::Tables>,
     ) -> Result<(), Error>
     where
         S: Live,
@@ -563,10 +569,7 @@ impl<
         Ok(())
     }
 
-    pub(super) fn close_now(
-        mut self,
-        reason: CloseReason,
-    ) -> Session<Closing, SC, RC, R, B, D, A, L, K, M> {
+    pub(super) fn close_now(mut self, reason: CloseReason) -> Session<Closing, P> {
         self.lease.mark_closing();
         self.into_state(Closing::new(reason))
     }

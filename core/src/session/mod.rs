@@ -26,16 +26,15 @@ mod tests;
 mod unfinished;
 
 use crate::append::Cursor;
-use crate::base::conformance::{ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS};
 use crate::completed::Completed;
 use crate::error::{ConfigField, Error, Rejected};
 use crate::fence::Fence;
 use crate::fmt::debug;
-use crate::id::Id;
+use crate::id::IdText as _;
 use crate::lease::{Lease, LeaseConfig};
 use crate::mode::Modes;
+use crate::profile::{Conformance, IdOf, Profile, Tables};
 use crate::requests::Requests;
-use crate::storage::{Inline, Storage};
 use crate::time::Instant;
 use state::{Open, State, StateKind};
 
@@ -180,30 +179,21 @@ impl<SC, RC> OpenOptions<SC, RC> {
 /// ```
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Session<
-    S = Open,
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
-> {
+pub struct Session<S = Open, P: Profile = Conformance> {
     state: S,
-    fence: Fence<L>,
-    lease: Lease<A, L, M>,
+    fence: Fence<IdOf<P>>,
+    lease: Lease<P::Tables>,
     cursor: Cursor,
-    requests: Requests<R, B, L, M>,
-    completed: Completed<D, L, K, M>,
+    requests: Requests<P::Tables>,
+    completed: Completed<P::Tables>,
     config_generation: u64,
-    session_config: SC,
-    runtime_config: RC,
+    session_config: P::SessionConfig,
+    runtime_config: P::RuntimeConfig,
 }
 
-impl<SC, RC> Session<Open, SC, RC> {
+impl<SC: core::fmt::Debug + 'static, RC: core::fmt::Debug + 'static>
+    Session<Open, Conformance<SC, RC>>
+{
     /// Opens a session of the default profile at `now`, with `fence` as its
     /// first fence. (Sessions of another profile open with
     /// [`open_with_capacities`](Self::open_with_capacities).)
@@ -226,20 +216,9 @@ impl<SC, RC> Session<Open, SC, RC> {
     }
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<Open, SC, RC, R, B, D, A, L, K, M>
-{
-    /// Opens a session of any capacity profile (the type names it, for
-    /// example [`DeviceSession`](crate::profile::DeviceSession)).
+impl<P: Profile> Session<Open, P> {
+    /// Opens a session of any profile (the type names it, for example
+    /// `Session<Open, Device>`).
     ///
     /// # Errors
     ///
@@ -247,14 +226,22 @@ impl<
     ///
     /// ```
     /// # use duplex_core::*;
-    /// type Tiny<S = Open> = Session<S, (), (), 2, 1, 2, 1, 8, 1>;
+    /// use duplex_core::profile::{Capacities, Profile};
+    /// #[derive(Debug)]
+    /// struct Small;
+    /// impl Profile for Small {
+    ///     type SessionConfig = ();
+    ///     type RuntimeConfig = ();
+    ///     type Tables = Capacities<2, 1, 2, 1, 8, 1>;
+    /// }
+    /// type Tiny<S = Open> = Session<S, Small>;
     /// let s = Tiny::open_with_capacities(Fence::new(Id::new("t")?, 0), OpenOptions::default(), Instant::ZERO)?;
     /// assert_eq!(s.completed_limit(), 2);
     /// # Ok::<(), Error>(())
     /// ```
     pub fn open_with_capacities(
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
         now: Instant,
     ) -> Result<Self, Error> {
         let limit = Self::completed_limit_of(&options)?;
@@ -273,18 +260,7 @@ impl<
     }
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<Open, SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> Session<Open, P> {
     /// Turns this value into a freshly opened session, in place: the same
     /// result as `*self = Session::open_with_capacities(fence, options,
     /// now)?`, without building a new value (the tables are emptied, not
@@ -310,8 +286,8 @@ impl<
     #[inline]
     pub fn recycle(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
         now: Instant,
     ) -> Result<(), Error> {
         let limit = Self::completed_limit_of(&options)?;
@@ -331,26 +307,17 @@ impl<
     }
 }
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// The completed-append limit `options` asks for, checked against `D`.
-    fn completed_limit_of(options: &OpenOptions<SC, RC>) -> Result<u16, Error> {
-        let () = Self::PROFILE_OK;
-        let limit = options.completed_limit.unwrap_or(D);
+    fn completed_limit_of(
+        options: &OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<u16, Error> {
+        let () = <P::Tables as Tables>::CHECKED;
+        let capacity = <P::Tables as Tables>::COMPLETED;
+        let limit = options.completed_limit.unwrap_or(capacity);
         u16::try_from(limit)
             .ok()
-            .filter(|l| *l >= 1 && limit <= D)
+            .filter(|l| *l >= 1 && limit <= capacity)
             .ok_or(Error::InvalidConfig {
                 field: ConfigField::CompletedAppendLimit,
                 value: u64::try_from(limit).unwrap_or(u64::MAX),
@@ -358,21 +325,9 @@ impl<
             })
     }
 
-    /// Compile-time checks of the capacity profile (tables use `u8` lengths;
-    /// the completed-append ring uses `u8` slots and packs each record's
-    /// results count into three bits).
-    const PROFILE_OK: () = {
-        assert!(R >= 1 && R <= 255, "R (request resources) must be 1..=255");
-        assert!(B >= 1 && B <= 255, "B (stage bindings) must be 1..=255");
-        assert!(D >= 1 && D <= 256, "D (completed appends) must be 1..=256");
-        assert!(A >= 1 && A <= 255, "A (active operations) must be 1..=255");
-        assert!(K <= 7, "K (stage results) must be at most 7");
-        assert!(L >= 1 && L <= 255, "L (id bytes) must be 1..=255");
-    };
-
     /// Moves to state `T`: the one place where a session changes state, and
     /// its one log line (`state=open=>detached`).
-    fn into_state<T: State>(self, state: T) -> Session<T, SC, RC, R, B, D, A, L, K, M> {
+    fn into_state<T: State>(self, state: T) -> Session<T, P> {
         if S::KIND != T::KIND {
             debug!(
                 "duplex session {=str}: state={=str}=>{=str}",
@@ -418,13 +373,13 @@ impl<
     /// assert_eq!(s.fence(), &f);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn fence(&self) -> &Fence<L> {
+    pub fn fence(&self) -> &Fence<IdOf<P>> {
         &self.fence
     }
 
     /// Bytes the session's tables hold on the heap (the rows' capacity and
     /// the ids' text; the allocator's own bookkeeping not counted): 0 with
-    /// [`Inline`] storage, where `size_of` is the whole cost.
+    /// [`Inline`](crate::storage::Inline) storage, where `size_of` is the whole cost.
     ///
     /// ```
     /// # use duplex_core::*;
@@ -446,7 +401,7 @@ impl<
     /// assert_eq!(s.id().as_str(), "s");
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn id(&self) -> &Id<L> {
+    pub fn id(&self) -> &IdOf<P> {
         &self.fence.session
     }
 

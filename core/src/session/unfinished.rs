@@ -8,29 +8,18 @@ use crate::completed::CompletedAppend;
 use crate::error::{Error, Rejected};
 use crate::fence::{Fence, Position};
 use crate::fmt::debug;
-use crate::id::Id;
+use crate::id::IdText as _;
 use crate::lease::{CloseReason, LeaseConfig};
 use crate::mode::Modes;
+use crate::profile::{IdOf, Profile, Tables};
 use crate::requests::{RequestIds, RequestState};
-use crate::storage::{Storage, StoredId};
+use crate::storage::StoredId;
 use crate::time::Instant;
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// Fence acceptance: validates, then makes `fence` current.
     #[inline]
-    pub(super) fn accept(&mut self, fence: &Fence<L>) -> Result<(), Error> {
+    pub(super) fn accept(&mut self, fence: &Fence<IdOf<P>>) -> Result<(), Error> {
         self.fence.admits(fence)?;
         self.accept_validated(fence);
         Ok(())
@@ -40,7 +29,7 @@ impl<
     /// cursor and clears the completed-append cache. Identity is unchanged
     /// (validated), so only the position moves.
     #[inline]
-    pub(super) fn accept_validated(&mut self, fence: &Fence<L>) {
+    pub(super) fn accept_validated(&mut self, fence: &Fence<IdOf<P>>) {
         if fence.epoch != self.fence.epoch {
             self.cursor = crate::append::Cursor::default();
             self.completed.clear();
@@ -76,9 +65,9 @@ impl<
     /// ```
     pub fn begin_close(
         self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<Session<Closing, SC, RC, R, B, D, A, L, K, M>, Rejected<Self>>
+    ) -> Result<Session<Closing, P>, Rejected<Self>>
     where
         S: Unfinished,
     {
@@ -189,7 +178,7 @@ impl<
     /// assert_eq!(s.active_operations().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn active_operations(&self) -> impl Iterator<Item = &M::Id<L>>
+    pub fn active_operations(&self) -> impl Iterator<Item = &<P::Tables as Tables>::StoredId>
     where
         S: Unfinished,
     {
@@ -206,7 +195,7 @@ impl<
     /// assert_eq!(s.bindings().next().map(|(st, r)| (st, r.as_str())), Some((2, "r")));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bindings(&self) -> impl Iterator<Item = (u32, &M::Id<L>)>
+    pub fn bindings(&self) -> impl Iterator<Item = (u32, &<P::Tables as Tables>::StoredId)>
     where
         S: Unfinished,
     {
@@ -223,7 +212,9 @@ impl<
     /// assert_eq!(s.resources().next().map(|(st, _, state)| (st, state)), Some((1, RequestState::Reserved)));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn resources(&self) -> impl Iterator<Item = (u32, &M::Id<L>, RequestState)>
+    pub fn resources(
+        &self,
+    ) -> impl Iterator<Item = (u32, &<P::Tables as Tables>::StoredId, RequestState)>
     where
         S: Unfinished,
     {
@@ -243,7 +234,9 @@ impl<
     /// assert_eq!(s.bindings_with_fences().next().map(|(_, _, at)| at.turn), Some(3));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bindings_with_fences(&self) -> impl Iterator<Item = (u32, &M::Id<L>, Fence<L>)>
+    pub fn bindings_with_fences(
+        &self,
+    ) -> impl Iterator<Item = (u32, &<P::Tables as Tables>::StoredId, Fence<IdOf<P>>)>
     where
         S: Unfinished,
     {
@@ -265,7 +258,14 @@ impl<
     /// ```
     pub fn resources_with_fences(
         &self,
-    ) -> impl Iterator<Item = (u32, &M::Id<L>, RequestState, Fence<L>)>
+    ) -> impl Iterator<
+        Item = (
+            u32,
+            &<P::Tables as Tables>::StoredId,
+            RequestState,
+            Fence<IdOf<P>>,
+        ),
+    >
     where
         S: Unfinished,
     {
@@ -288,7 +288,9 @@ impl<
     /// assert_eq!((op.as_str(), results), ("op1", &[7][..]));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn completed_records(&self) -> impl Iterator<Item = (&M::Id<L>, &[i64])>
+    pub fn completed_records(
+        &self,
+    ) -> impl Iterator<Item = (&<P::Tables as Tables>::StoredId, &[i64])>
     where
         S: Unfinished,
     {
@@ -326,7 +328,9 @@ impl<
     /// assert_eq!((r.mode, r.finality, r.results), (InputMode::TurnCommitOnly, Finality::Final, &[7][..]));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn completed_appends(&self) -> impl Iterator<Item = CompletedAppend<'_, M::Id<L>>>
+    pub fn completed_appends(
+        &self,
+    ) -> impl Iterator<Item = CompletedAppend<'_, <P::Tables as Tables>::StoredId>>
     where
         S: Unfinished,
     {
@@ -343,7 +347,7 @@ impl<
     /// assert_eq!(s.completed_operations().count(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn completed_operations(&self) -> impl Iterator<Item = &M::Id<L>>
+    pub fn completed_operations(&self) -> impl Iterator<Item = &<P::Tables as Tables>::StoredId>
     where
         S: Unfinished,
     {
@@ -388,7 +392,7 @@ impl<
     /// assert_eq!(*s.session_config(), "v");
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn session_config(&self) -> &SC
+    pub fn session_config(&self) -> &P::SessionConfig
     where
         S: Unfinished,
     {
@@ -403,7 +407,7 @@ impl<
     /// assert_eq!(*s.runtime_config(), 3);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn runtime_config(&self) -> &RC
+    pub fn runtime_config(&self) -> &P::RuntimeConfig
     where
         S: Unfinished,
     {
@@ -412,7 +416,7 @@ impl<
 
     /// The position a filter fence selects, or `None` for "all"; a filter
     /// of another identity selects nothing (`Err`).
-    fn filter(&self, fence: Option<&Fence<L>>) -> Result<Option<Position>, ()> {
+    fn filter(&self, fence: Option<&Fence<IdOf<P>>>) -> Result<Option<Position>, ()> {
         match fence {
             None => Ok(None),
             Some(f) if f.same_identity(&self.fence) => Ok(Some(f.position())),
@@ -434,7 +438,10 @@ impl<
     /// assert_eq!(ids, ["a"]);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> impl Iterator<Item = &M::Id<L>>
+    pub fn stage_request_ids(
+        &self,
+        fence: Option<&Fence<IdOf<P>>>,
+    ) -> impl Iterator<Item = &<P::Tables as Tables>::StoredId>
     where
         S: Unfinished,
     {
@@ -458,9 +465,9 @@ impl<
     /// ```
     pub fn resource_request_ids(
         &self,
-        fence: Option<&Fence<L>>,
+        fence: Option<&Fence<IdOf<P>>>,
         state: Option<RequestState>,
-    ) -> impl Iterator<Item = &M::Id<L>>
+    ) -> impl Iterator<Item = &<P::Tables as Tables>::StoredId>
     where
         S: Unfinished,
     {
@@ -485,7 +492,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn release(&mut self, ids: &[Id<L>])
+    pub fn release(&mut self, ids: &[IdOf<P>])
     where
         S: Unfinished,
     {
@@ -508,7 +515,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn release_where(&mut self, released: impl Fn(&M::Id<L>) -> bool)
+    pub fn release_where(&mut self, released: impl Fn(&<P::Tables as Tables>::StoredId) -> bool)
     where
         S: Unfinished,
     {
@@ -529,7 +536,7 @@ impl<
     /// assert!(s.release_all().is_empty());
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_all(&mut self) -> RequestIds<L, R>
+    pub fn release_all(&mut self) -> RequestIds<P::Tables>
     where
         S: Unfinished,
     {
@@ -548,7 +555,7 @@ impl<
     /// assert_eq!(s.bindings().count(), 0);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_fence(&mut self, fence: &Fence<L>) -> RequestIds<L, R>
+    pub fn release_fence(&mut self, fence: &Fence<IdOf<P>>) -> RequestIds<P::Tables>
     where
         S: Unfinished,
     {

@@ -3,6 +3,7 @@
 //! `response.done` and the request released, unless a barge-in or a close
 //! got there first. A real deployment puts its model here.
 
+use duplex_core::profile::Conformance;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use duplex_core::{Id, Session, Unfinished};
@@ -31,7 +32,10 @@ pub(crate) fn lock(active: &ActiveList) -> MutexGuard<'_, Vec<Active>> {
 }
 
 /// Releases `request` if the session still holds it; whether it did.
-pub(crate) fn release_held<S: Unfinished>(s: &mut Session<S, Owner>, request: &Id) -> bool {
+pub(crate) fn release_held<S: Unfinished>(
+    s: &mut Session<S, Conformance<Owner>>,
+    request: &Id,
+) -> bool {
     let held = s.resources().any(|(_, id, _)| id == request);
     if held {
         s.release(std::slice::from_ref(request));

@@ -232,13 +232,15 @@ mod tests {
 
     #[test]
     fn an_owner_travels_in_a_snapshot_image() -> Result<(), Box<dyn std::error::Error>> {
+        use duplex_core::profile::Conformance;
         use duplex_core::{AnySession, Fence, Id, Instant, OpenOptions, Session};
-        type GatewaySession = AnySession<Owner>;
+        type GatewaySession = AnySession<Conformance<Owner>>;
         let owner = Owner::draw()?;
         let fence = Fence::new(Id::new("s")?, 0);
-        let s: Session<duplex_core::Open, Owner> =
+        let s: Session<duplex_core::Open, Conformance<Owner>> =
             Session::open_with_capacities(fence, OpenOptions::new(owner, ()), Instant::ZERO)?;
-        let mut buf = vec![0u8; Session::<duplex_core::Open, Owner>::SNAPSHOT_MAX + 64];
+        let mut buf =
+            vec![0u8; Session::<duplex_core::Open, Conformance<Owner>>::SNAPSHOT_MAX + 64];
         let image = GatewaySession::from(s).snapshot(&mut buf)?.to_vec();
         let back = GatewaySession::restore_with_capacities(&image)?;
         assert_eq!(back.as_open().map(|s| *s.session_config()), Some(owner));

@@ -3,6 +3,7 @@
 //! connection (`connection`) both hold it; neither knows the other's
 //! insides.
 
+use duplex_core::profile::Conformance;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,7 +21,7 @@ use crate::stats::{Counters, Stats};
 /// The manager the gateway runs: default capacities (32-byte ids, 8
 /// request resources, 8 completed appends per session); each session's
 /// configuration is its [`Owner`] (what its resume tokens are made from).
-pub type Manager = SharedManager<TokioClock, Owner>;
+pub type Manager = SharedManager<TokioClock, Conformance<Owner>>;
 
 /// How the gateway runs.
 ///

@@ -1,9 +1,9 @@
 //! [`Host`] for [`SessionManager`] and `&SharedManager`: each method is
 //! the manager's inherent one.
 
-use duplex_core::storage::Storage;
+use duplex_core::profile::{IdOf, Profile};
 use duplex_core::{
-    AnySession, Clock, CloseReason, Detached, Error as CoreError, Expiry, Fence, Id, Instant, Open,
+    AnySession, Clock, CloseReason, Detached, Error as CoreError, Expiry, Fence, Instant, Open,
     OpenOptions, RequestIds, Session,
 };
 
@@ -18,30 +18,30 @@ use crate::view::SessionView;
 macro_rules! forward {
     ($manager:ident) => {
         #[inline]
-        fn open(&mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+        fn open(
+            &mut self,
+            fence: Fence<IdOf<P>>,
+            options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+        ) -> Result<(), Error<IdOf<P>>> {
             $manager::open(self, fence, options)
         }
 
         #[inline]
         fn open_keyed(
             &mut self,
-            fence: Fence<L>,
-            options: OpenOptions<SC, RC>,
-        ) -> Result<Self::Key, Error<L>> {
+            fence: Fence<IdOf<P>>,
+            options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+        ) -> Result<Self::Key, Error<IdOf<P>>> {
             $manager::open_keyed(self, fence, options)
         }
 
         #[inline]
-        fn key(&self, session: &Id<L>) -> Option<Self::Key> {
+        fn key(&self, session: &IdOf<P>) -> Option<Self::Key> {
             $manager::key(self, session)
         }
 
         #[inline]
-        fn read_at<T>(
-            &self,
-            key: Self::Key,
-            op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
-        ) -> Option<T> {
+        fn read_at<T>(&self, key: Self::Key, op: impl FnOnce(&AnySession<P>) -> T) -> Option<T> {
             $manager::read_at(self, key, op)
         }
 
@@ -49,7 +49,7 @@ macro_rules! forward {
         fn update_at<T>(
             &mut self,
             key: Self::Key,
-            op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
+            op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
         ) -> Option<Result<T, CoreError>> {
             $manager::update_at(self, key, op)
         }
@@ -58,10 +58,7 @@ macro_rules! forward {
         fn apply_at<T>(
             &mut self,
             key: Self::Key,
-            op: impl FnOnce(
-                &mut AnySession<SC, RC, R, B, D, A, L, K, M>,
-                Instant,
-            ) -> Result<T, CoreError>,
+            op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
         ) -> Option<Result<T, CoreError>> {
             $manager::apply_at(self, key, op)
         }
@@ -74,45 +71,48 @@ macro_rules! forward {
         #[inline]
         fn close(
             &mut self,
-            fence: &Fence<L>,
+            fence: &Fence<IdOf<P>>,
             reason: CloseReason,
-        ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+        ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
             $manager::close(self, fence, reason)
         }
 
         #[inline]
         fn close_generation(
             &mut self,
-            fence: &Fence<L>,
+            fence: &Fence<IdOf<P>>,
             generation: u64,
             reason: CloseReason,
-        ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+        ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
             $manager::close_generation(self, fence, generation, reason)
         }
 
         #[inline]
-        fn finalize(&mut self, session: &Id<L>) -> Result<RequestIds<L, R>, Error<L>> {
+        fn finalize(&mut self, session: &IdOf<P>) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
             $manager::finalize(self, session)
         }
 
         #[inline]
         fn finalize_closed<'a>(
             &mut self,
-            sessions: impl IntoIterator<Item = &'a Id<L>>,
-        ) -> Vec<Released<L, R>> {
+            sessions: impl IntoIterator<Item = &'a IdOf<P>>,
+        ) -> Vec<Released<P::Tables>> {
             $manager::finalize_closed(self, sessions)
         }
 
         #[inline]
-        fn close_for_requests<I: AsRef<str>>(&mut self, request_ids: &[I]) -> Vec<Released<L, R>> {
+        fn close_for_requests<I: AsRef<str>>(
+            &mut self,
+            request_ids: &[I],
+        ) -> Vec<Released<P::Tables>> {
             $manager::close_for_requests(self, request_ids)
         }
 
         #[inline]
         fn collect_expired<'a>(
             &mut self,
-            excluded: impl IntoIterator<Item = &'a Id<L>>,
-        ) -> Vec<Expiry<L, R>> {
+            excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+        ) -> Vec<Expiry<P::Tables>> {
             $manager::collect_expired(self, excluded)
         }
 
@@ -122,10 +122,7 @@ macro_rules! forward {
         }
 
         #[inline]
-        fn export(
-            &mut self,
-            session: impl AsRef<str>,
-        ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>> {
+        fn export(&mut self, session: impl AsRef<str>) -> Result<AnySession<P>, Error<IdOf<P>>> {
             $manager::export(self, session)
         }
 
@@ -133,17 +130,17 @@ macro_rules! forward {
         #[allow(clippy::result_large_err)] // as the trait's
         fn import(
             &mut self,
-            session: AnySession<SC, RC, R, B, D, A, L, K, M>,
+            session: AnySession<P>,
             incarnation: u64,
-        ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>> {
+        ) -> Result<Fence<IdOf<P>>, NotImported<P>> {
             $manager::import(self, session, incarnation)
         }
 
         #[inline]
         fn with_open<T>(
             &mut self,
-            session: &Id<L>,
-            f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+            session: &IdOf<P>,
+            f: impl FnOnce(&mut Session<Open, P>, Instant) -> T,
         ) -> Option<T> {
             $manager::with_open(self, session, f)
         }
@@ -151,14 +148,14 @@ macro_rules! forward {
         #[inline]
         fn with_detached<T>(
             &mut self,
-            session: &Id<L>,
-            f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+            session: &IdOf<P>,
+            f: impl FnOnce(&mut Session<Detached, P>, Instant) -> T,
         ) -> Option<T> {
             $manager::with_detached(self, session, f)
         }
 
         #[inline]
-        fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
+        fn inspect(&self, session: &IdOf<P>) -> Option<SessionView<IdOf<P>>> {
             $manager::inspect(self, session)
         }
 
@@ -169,19 +166,7 @@ macro_rules! forward {
     };
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Host<SC, RC, R, B, D, A, L, K, M> for SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> Host<P> for SessionManager<C, P> {
     type Key = SessionKey;
     type Ops<'a>
         = &'a mut Self
@@ -196,28 +181,15 @@ impl<
     forward!(SessionManager);
 
     #[inline]
-    fn session_ids(&self) -> Vec<Id<L>> {
+    fn session_ids(&self) -> Vec<IdOf<P>> {
         SessionManager::session_ids(self).cloned().collect()
     }
 }
 
-impl<
-        'm,
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Host<SC, RC, R, B, D, A, L, K, M> for &'m SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<'m, C: Clock, P: Profile> Host<P> for &'m SharedManager<C, P> {
     type Key = SharedKey;
     type Ops<'a>
-        = &'m SharedManager<C, SC, RC, R, B, D, A, L, K, M>
+        = &'m SharedManager<C, P>
     where
         Self: 'a;
 
@@ -229,7 +201,7 @@ impl<
     forward!(SharedManager);
 
     #[inline]
-    fn session_ids(&self) -> Vec<Id<L>> {
+    fn session_ids(&self) -> Vec<IdOf<P>> {
         SharedManager::session_ids(self)
     }
 }

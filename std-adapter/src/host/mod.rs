@@ -7,15 +7,12 @@
 //! Implemented for [`SessionManager`](crate::SessionManager) and for `&SharedManager` (a shared
 //! manager is used through a shared reference, also across threads).
 
+use duplex_core::profile::{Conformance, IdOf, Profile};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use duplex_core::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
-use duplex_core::storage::{Inline, Storage};
 use duplex_core::{
-    AnySession, CloseReason, Detached, Error as CoreError, Expiry, Fence, Id, Instant, Open,
+    AnySession, CloseReason, Detached, Error as CoreError, Expiry, Fence, Instant, Open,
     OpenOptions, RequestIds, Session,
 };
 
@@ -57,25 +54,14 @@ use crate::view::SessionView;
 /// assert!(single.is_empty() && shared.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait Host<
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
->
-{
+pub trait Host<P: Profile = Conformance> {
     /// A session's key: a handle that skips the id's hash
     /// ([`SessionKey`](crate::SessionKey), [`SharedKey`](crate::SharedKey)).
     type Key: Copy + Eq + Hash + Debug;
 
     /// What [`sessions`](Self::sessions) lends: `&mut SessionManager` or
     /// `&SharedManager`.
-    type Ops<'a>: Sessions<SC, RC, R, B, D, A, L, K, M>
+    type Ops<'a>: Sessions<P>
     where
         Self: 'a;
 
@@ -124,7 +110,11 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn open(&mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>>;
+    fn open(
+        &mut self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<(), Error<IdOf<P>>>;
 
     /// Opens a session and returns its key.
     ///
@@ -151,9 +141,9 @@ pub trait Host<
     /// ```
     fn open_keyed(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
-    ) -> Result<Self::Key, Error<L>>;
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<Self::Key, Error<IdOf<P>>>;
 
     /// The key of the session named `session`: a handle that skips the id's
     /// hash, and never reaches another session once this one has left.
@@ -175,7 +165,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn key(&self, session: &Id<L>) -> Option<Self::Key>;
+    fn key(&self, session: &IdOf<P>) -> Option<Self::Key>;
 
     /// Runs `op` on the session of `key`, read-only; `None` once it has left.
     ///
@@ -196,11 +186,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn read_at<T>(
-        &self,
-        key: Self::Key,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
-    ) -> Option<T>;
+    fn read_at<T>(&self, key: Self::Key, op: impl FnOnce(&AnySession<P>) -> T) -> Option<T>;
 
     /// [`Sessions::update`] through a key (no clock read, the books kept);
     /// `None` once the key's session has left.
@@ -226,7 +212,7 @@ pub trait Host<
     fn update_at<T>(
         &mut self,
         key: Self::Key,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>>;
 
     /// [`Sessions::apply`] through a key (`op` gets the clock's `now`);
@@ -253,7 +239,7 @@ pub trait Host<
     fn apply_at<T>(
         &mut self,
         key: Self::Key,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>>;
 
     /// Removes the session of `key` once it is closed where it sits; `None`
@@ -312,9 +298,9 @@ pub trait Host<
     /// ```
     fn close(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>>;
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>>;
 
     /// [`close`](Self::close), only at lease generation `generation` (a
     /// caller that lost the session to a resume closes nothing).
@@ -343,10 +329,10 @@ pub trait Host<
     /// ```
     fn close_generation(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         generation: u64,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>>;
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>>;
 
     /// Finalizes a closing session and removes it: the request ids it still
     /// held.
@@ -372,7 +358,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn finalize(&mut self, session: &Id<L>) -> Result<RequestIds<L, R>, Error<L>>;
+    fn finalize(&mut self, session: &IdOf<P>) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>>;
 
     /// Finalizes those of `sessions` that are closing; the others stay.
     ///
@@ -395,8 +381,8 @@ pub trait Host<
     /// ```
     fn finalize_closed<'a>(
         &mut self,
-        sessions: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Released<L, R>>;
+        sessions: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Released<P::Tables>>;
 
     /// Closes every session that holds one of `request_ids` (the engine lost
     /// them), releasing what each held.
@@ -419,7 +405,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn close_for_requests<I: AsRef<str>>(&mut self, request_ids: &[I]) -> Vec<Released<L, R>>;
+    fn close_for_requests<I: AsRef<str>>(&mut self, request_ids: &[I]) -> Vec<Released<P::Tables>>;
 
     /// Closes and removes every session whose deadline has passed (but those
     /// `excluded`): what each released.
@@ -442,8 +428,8 @@ pub trait Host<
     /// ```
     fn collect_expired<'a>(
         &mut self,
-        excluded: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Expiry<L, R>>;
+        excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Expiry<P::Tables>>;
 
     /// The earliest deadline of any session (when the reaper should look).
     ///
@@ -489,10 +475,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn export(
-        &mut self,
-        session: impl AsRef<str>,
-    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>>;
+    fn export(&mut self, session: impl AsRef<str>) -> Result<AnySession<P>, Error<IdOf<P>>>;
 
     /// Puts an exported session in at `incarnation` (above its own); its
     /// fence there.
@@ -524,9 +507,9 @@ pub trait Host<
     #[allow(clippy::result_large_err)]
     fn import(
         &mut self,
-        session: AnySession<SC, RC, R, B, D, A, L, K, M>,
+        session: AnySession<P>,
         incarnation: u64,
-    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>>;
+    ) -> Result<Fence<IdOf<P>>, NotImported<P>>;
 
     /// Typed access to an open session (`None` if there is none, or it is not
     /// open).
@@ -550,8 +533,8 @@ pub trait Host<
     /// ```
     fn with_open<T>(
         &mut self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Open, P>, Instant) -> T,
     ) -> Option<T>;
 
     /// Typed access to a detached session.
@@ -574,8 +557,8 @@ pub trait Host<
     /// ```
     fn with_detached<T>(
         &mut self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Detached, P>, Instant) -> T,
     ) -> Option<T>;
 
     /// An owned view of a session.
@@ -596,7 +579,7 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>>;
+    fn inspect(&self, session: &IdOf<P>) -> Option<SessionView<IdOf<P>>>;
 
     /// Sessions held (closing ones included).
     ///
@@ -655,5 +638,5 @@ pub trait Host<
     /// demo(&mut &shared, &f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn session_ids(&self) -> Vec<Id<L>>;
+    fn session_ids(&self) -> Vec<IdOf<P>>;
 }

@@ -3,11 +3,9 @@
 //! a close or an expiry releases) are the core's: each of these runs the
 //! [`AnySession`] transition where the session sits, then frees the slot.
 
-use duplex_core::profile::conformance::{ID_LEN, RESOURCES};
-use duplex_core::storage::Storage;
-use duplex_core::{
-    AnySession, Clock, CloseReason, Expiry, Fence, Id, Instant, RequestIds, StateKind,
-};
+use duplex_core::id::IdText;
+use duplex_core::profile::{Conformance, IdOf, Profile, Tables, TablesOf};
+use duplex_core::{AnySession, Clock, CloseReason, Expiry, Fence, Instant, RequestIds, StateKind};
 
 use super::SessionManager;
 use crate::error::Error;
@@ -23,26 +21,14 @@ use crate::sessions::Sessions;
 /// See [`SessionManager::finalize_closed`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use = "released request ids must be cancelled or dropped in the engine, or that work leaks"]
-pub struct Released<const L: usize = { ID_LEN }, const R: usize = { RESOURCES }> {
+pub struct Released<T: Tables = TablesOf<Conformance>> {
     /// The session.
-    pub session: Id<L>,
+    pub session: T::Id,
     /// Its request ids.
-    pub ids: RequestIds<L, R>,
+    pub ids: RequestIds<T>,
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// Brings the deadline index up to date after an operation on `slot`:
     /// lowers the entry if the deadline moved earlier (a later deadline is
     /// picked up lazily when the entry comes due); a closing session has
@@ -93,9 +79,9 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn close(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
         self.close_if(fence, None, reason)
     }
 
@@ -124,20 +110,20 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn close_generation(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         generation: u64,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
         self.close_if(fence, Some(generation), reason)
     }
 
     /// `close`, with the generation check when one is given.
     fn close_if(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         generation: Option<u64>,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
         let hash = self.table.hash(&fence.session);
         let Some(slot) = self.table.find_hashed(hash, &fence.session) else {
             return Ok(None);
@@ -176,7 +162,7 @@ impl<
     /// `unknown_session`, `wrong_state` (not closing).
     ///
     /// See the [`SessionManager`] example.
-    pub fn finalize(&mut self, session: &Id<L>) -> Result<RequestIds<L, R>, Error<L>> {
+    pub fn finalize(&mut self, session: &IdOf<P>) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         let hash = self.table.hash(session);
         let slot = self
             .table
@@ -215,8 +201,8 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn finalize_closed<'a>(
         &mut self,
-        sessions: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Released<L, R>> {
+        sessions: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Released<P::Tables>> {
         let mut out = Vec::new();
         for session in sessions {
             let closing = self
@@ -252,7 +238,10 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use = "the sessions' requests must be cancelled in the engine, then the sessions finalized"]
-    pub fn close_for_requests<I: AsRef<str>>(&mut self, request_ids: &[I]) -> Vec<Released<L, R>> {
+    pub fn close_for_requests<I: AsRef<str>>(
+        &mut self,
+        request_ids: &[I],
+    ) -> Vec<Released<P::Tables>> {
         let mut out = Vec::new();
         let slots: Vec<u32> = self.table.slots().collect();
         for slot in slots {
@@ -289,8 +278,8 @@ impl<
     #[must_use = "each expired session's requests must be cancelled in the engine, then the session finalized"]
     pub fn collect_expired<'a>(
         &mut self,
-        excluded: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Expiry<L, R>> {
+        excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Expiry<P::Tables>> {
         let now = self.clock.now();
         // Nothing due: nothing to look at (the common reaper tick).
         if self.deadlines.peek().is_none_or(|(key, _)| key > now) {
@@ -329,7 +318,7 @@ impl<
     }
 
     /// Moves the due session in `slot` to Closing and says what it held.
-    fn expire_slot(&mut self, slot: u32, now: Instant) -> Option<Expiry<L, R>> {
+    fn expire_slot(&mut self, slot: u32, now: Instant) -> Option<Expiry<P::Tables>> {
         let session = self.table.entry(slot)?.as_mut()?;
         let from = session.kind();
         let expiry = session.expire(now);

@@ -3,10 +3,8 @@
 //! instead of its id's hash, and keeps its own per-session data beside the
 //! manager's slots.
 
-use duplex_core::storage::Storage;
-use duplex_core::{
-    AnySession, Clock, Error as CoreError, Fence, Id, Instant, OpenOptions, StateKind,
-};
+use duplex_core::profile::{IdOf, Profile};
+use duplex_core::{AnySession, Clock, Error as CoreError, Fence, Instant, OpenOptions, StateKind};
 
 use super::SessionManager;
 use crate::Error;
@@ -57,19 +55,7 @@ impl SessionKey {
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// The key of the session named `session` (see [`SessionKey`]).
     ///
     /// ```
@@ -82,7 +68,7 @@ impl<
     /// assert!(m.key(&f.session).is_some());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn key(&self, session: &Id<L>) -> Option<SessionKey> {
+    pub fn key(&self, session: &IdOf<P>) -> Option<SessionKey> {
         let slot = self.table.find(session)?;
         Some(SessionKey {
             slot,
@@ -109,9 +95,9 @@ impl<
     /// ```
     pub fn open_keyed(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
-    ) -> Result<SessionKey, Error<L>> {
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<SessionKey, Error<IdOf<P>>> {
         let slot = self.open_slot(fence, options)?;
         Ok(SessionKey {
             slot,
@@ -138,7 +124,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn get_at(&self, key: SessionKey) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
+    pub fn get_at(&self, key: SessionKey) -> Option<&AnySession<P>> {
         self.table.get(self.slot_of(key)?)
     }
 
@@ -167,7 +153,7 @@ impl<
     pub fn update_at<T>(
         &mut self,
         key: SessionKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         self.run_at(key, false, |s, _| op(s)).map(|(r, _)| r)
     }
@@ -193,7 +179,7 @@ impl<
     pub fn apply_at<T>(
         &mut self,
         key: SessionKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         self.run_at(key, true, |s, clock| op(s, clock.now()))
             .map(|(r, _)| r)
@@ -206,7 +192,7 @@ impl<
         &mut self,
         key: SessionKey,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
     ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
         let slot = self.slot_of(key)?;
         self.run_slot(slot, timed, op)
@@ -225,11 +211,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn read_at<T>(
-        &self,
-        key: SessionKey,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
-    ) -> Option<T> {
+    pub fn read_at<T>(&self, key: SessionKey, op: impl FnOnce(&AnySession<P>) -> T) -> Option<T> {
         self.get_at(key).map(op)
     }
 

@@ -8,11 +8,11 @@
 // boxing it would only allocate.
 #![allow(clippy::result_large_err)]
 
-use duplex_core::storage::Storage;
+use duplex_core::id::IdText;
+use duplex_core::profile::{Conformance, IdOf, Profile};
 use std::convert::Infallible;
 
-use duplex_core::profile::conformance::ID_LEN;
-use duplex_core::{AnySession, Clock, Fence, Id};
+use duplex_core::{AnySession, Clock, Fence};
 
 use super::SessionManager;
 use crate::error::Error;
@@ -28,27 +28,15 @@ use crate::metrics;
 #[derive(Debug, thiserror::Error)]
 #[error("session not imported: {error}")]
 #[must_use = "the refused session still owns its requests: import it elsewhere or close it"]
-pub struct NotImported<T, const L: usize = { ID_LEN }> {
+pub struct NotImported<P: Profile = Conformance> {
     /// Why the import was refused.
     #[source]
-    pub error: Error<L>,
+    pub error: Error<IdOf<P>>,
     /// The session, exactly as it was offered.
-    pub session: T,
+    pub session: AnySession<P>,
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// Takes a session out of this manager, in whatever state it is, for
     /// another manager to [`import`](Self::import): nothing is released,
     /// its requests travel with it. To move it between processes, write it
@@ -75,11 +63,8 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
-    pub fn export(
-        &mut self,
-        session: impl AsRef<str>,
-    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>> {
-        let session = Id::<L>::new(session.as_ref())?;
+    pub fn export(&mut self, session: impl AsRef<str>) -> Result<AnySession<P>, Error<IdOf<P>>> {
+        let session = IdOf::<P>::new(session.as_ref())?;
         let hash = self.table.hash(&session);
         let unknown = || Error::UnknownSession {
             session: session.clone(),
@@ -140,9 +125,9 @@ impl<
     /// ```
     pub fn import(
         &mut self,
-        mut session: AnySession<SC, RC, R, B, D, A, L, K, M>,
+        mut session: AnySession<P>,
         incarnation: u64,
-    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>> {
+    ) -> Result<Fence<IdOf<P>>, NotImported<P>> {
         let hash = self.table.hash(session.id());
         if self.table.find_hashed(hash, session.id()).is_some() {
             let error = Error::SessionExists {

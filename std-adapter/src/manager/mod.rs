@@ -14,11 +14,9 @@ mod migrate;
 mod operations;
 mod table;
 
-use duplex_core::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
+use duplex_core::profile::{Conformance, IdOf, Profile, Tables};
 use duplex_core::{
-    AnySession, Clock, ConfigField, Detached, Error as CoreError, Fence, Id, Instant, Open,
+    AnySession, Clock, ConfigField, Detached, Error as CoreError, Fence, Instant, Open,
     OpenOptions, Session, StateKind,
 };
 
@@ -26,7 +24,6 @@ use crate::error::Error;
 use crate::metrics;
 use crate::view::SessionView;
 use deadlines::Deadlines;
-use duplex_core::storage::{Inline, Storage};
 use table::Table;
 
 pub use closing::Released;
@@ -63,8 +60,8 @@ pub struct ManagerConfig {
 /// - Steady-state operations (append, touch, bind, release, completed
 ///   lookups and records, cancel) do not allocate.
 ///
-/// Session ids are [`Id`]s (every fence carries one); request and operation
-/// ids are anything `AsRef<str>`: the [`Id`]s the manager hands out go
+/// Session ids are [`Id`](duplex_core::Id)s (every fence carries one); request and operation
+/// ids are anything `AsRef<str>`: the [`Id`](duplex_core::Id)s the manager hands out go
 /// straight back in, and so does `&str`.
 ///
 /// Generic parameters: the clock `C`, the opaque configurations `SC`/`RC`,
@@ -98,57 +95,16 @@ pub struct ManagerConfig {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct SessionManager<
-    C,
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
-> {
+pub struct SessionManager<C, P: Profile = Conformance> {
     clock: C,
     max_sessions: Option<usize>,
     completed_limit: usize,
-    table: Table<SC, RC, R, B, D, A, L, K, M>,
+    table: Table<P>,
     deadlines: Deadlines,
     /// Scratch for the slots one `collect_expired` skips (kept to reuse its
     /// allocation).
     deferred: Vec<u32>,
 }
-
-/// A manager of [`server`](duplex_core::profile::server)-profile sessions
-/// with storage `M`: `duplex_core::storage::Inline`, or `Heap` (the `alloc`
-/// feature), with which each session holds only what it holds, up to the
-/// profile's sizes.
-///
-/// ```
-/// # use duplex_core::*;
-/// # use duplex_std::*;
-/// use duplex_core::storage::Inline;
-///
-/// let mut m: ServerManager<ManualClock, Inline> =
-///     ServerManager::with_capacities(ManualClock::default(), ManagerConfig::default())?;
-/// let id = Id::new("session-6f1c2a9e-6a3b-4f0e-9a57-2d8c1e4b7f30")?;
-/// m.open(Fence::new(id.clone(), 0), OpenOptions::default())?;
-/// assert_eq!(m.get(&id).map(AnySession::kind), Some(StateKind::Open));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub type ServerManager<C, M, SC = (), RC = ()> = SessionManager<
-    C,
-    SC,
-    RC,
-    { duplex_core::profile::server::RESOURCES },
-    { duplex_core::profile::server::BINDINGS },
-    { duplex_core::profile::server::COMPLETED },
-    { duplex_core::profile::server::ACTIVE_OPS },
-    { duplex_core::profile::server::ID_LEN },
-    { duplex_core::profile::server::STAGE_RESULTS },
-    M,
->;
 
 impl<C: Clock> SessionManager<C> {
     /// An empty manager of the default profile, without configurations,
@@ -175,19 +131,7 @@ impl<C: Clock> SessionManager<C> {
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// An empty manager for any configuration types and capacity profile,
     /// named by the type.
     ///
@@ -199,12 +143,13 @@ impl<
     /// # use duplex_core::*;
     /// # use duplex_std::*;
     /// // Sessions carry a voice name as their session configuration.
-    /// let mut m: SessionManager<ManualClock, &str, ()> =
+    /// use duplex_core::profile::Conformance;
+    /// let mut m: SessionManager<ManualClock, Conformance<&str>> =
     ///     SessionManager::with_capacities(ManualClock::default(), ManagerConfig::default())?;
     /// m.open(Fence::new(Id::new("s")?, 0), OpenOptions::new("alto", ()))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_capacities(clock: C, config: ManagerConfig) -> Result<Self, Error<L>> {
+    pub fn with_capacities(clock: C, config: ManagerConfig) -> Result<Self, Error<IdOf<P>>> {
         if config.max_sessions == Some(0) {
             return Err(duplex_core::Error::InvalidConfig {
                 field: ConfigField::MaxSessions,
@@ -213,8 +158,9 @@ impl<
             }
             .into());
         }
-        let completed_limit = config.completed_append_limit.unwrap_or(D);
-        if completed_limit == 0 || completed_limit > D {
+        let capacity = <P::Tables as Tables>::COMPLETED;
+        let completed_limit = config.completed_append_limit.unwrap_or(capacity);
+        if completed_limit == 0 || completed_limit > capacity {
             return Err(duplex_core::Error::InvalidConfig {
                 field: ConfigField::CompletedAppendLimit,
                 value: u64::try_from(completed_limit).unwrap_or(u64::MAX),
@@ -281,7 +227,7 @@ impl<
     /// assert_eq!(m.session_ids().map(Id::as_str).collect::<Vec<_>>(), ["a"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn session_ids(&self) -> impl Iterator<Item = &Id<L>> {
+    pub fn session_ids(&self) -> impl Iterator<Item = &IdOf<P>> {
         self.table.ids()
     }
 
@@ -299,7 +245,7 @@ impl<
     /// assert!(s.as_open().is_some() && s.as_detached().is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn get(&self, session: &Id<L>) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
+    pub fn get(&self, session: &IdOf<P>) -> Option<&AnySession<P>> {
         self.table.get(self.table.find(session)?)
     }
 
@@ -317,7 +263,7 @@ impl<
     /// assert_eq!(view.bindings, [(0, Id::new("req")?)]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
+    pub fn inspect(&self, session: &IdOf<P>) -> Option<SessionView<IdOf<P>>> {
         self.get(session).and_then(SessionView::of)
     }
 
@@ -328,10 +274,10 @@ impl<
     #[inline]
     pub(crate) fn run<T>(
         &mut self,
-        session: &Id<L>,
+        session: &IdOf<P>,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
-    ) -> (Result<T, Error<L>>, Option<Instant>) {
+        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
+    ) -> (Result<T, Error<IdOf<P>>>, Option<Instant>) {
         let found = self
             .table
             .find(session)
@@ -361,7 +307,7 @@ impl<
         &mut self,
         slot: u32,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
     ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
         let s = self.table.entry(slot)?.as_mut()?;
         let from = s.kind();
@@ -406,16 +352,20 @@ impl<
     /// assert_eq!(full.kind(), ErrorKind::CapacityExhausted);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn open(&mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+    pub fn open(
+        &mut self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.open_slot(fence, options).map(|_| ())
     }
 
     /// [`open`](Self::open), returning the slot the session took.
     pub(super) fn open_slot(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
-    ) -> Result<u32, Error<L>> {
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<u32, Error<IdOf<P>>> {
         let hash = self.table.hash(&fence.session);
         if self.table.find_hashed(hash, &fence.session).is_some() {
             return Err(Error::SessionExists {
@@ -439,7 +389,7 @@ impl<
                 let session = Session::open_with_capacities(fence, options, now)?;
                 *entry = Some(AnySession::from(session));
             }
-            Ok::<(), Error<L>>(())
+            Ok::<(), Error<IdOf<P>>>(())
         })?;
         if grew {
             self.deadlines.grow_to(self.table.slot_bound());
@@ -465,8 +415,8 @@ impl<
     /// ```
     pub fn with_open<T>(
         &mut self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Open, P>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
         let slot = self.table.find(session)?;
@@ -490,8 +440,8 @@ impl<
     /// ```
     pub fn with_detached<T>(
         &mut self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Detached, P>, Instant) -> T,
     ) -> Option<T> {
         let now = self.clock.now();
         let slot = self.table.find(session)?;

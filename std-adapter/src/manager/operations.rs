@@ -3,49 +3,36 @@
 //! the refusal metrics. Every per-session operation follows from these two
 //! methods (see [`Sessions`]).
 
-use duplex_core::storage::Storage;
-use duplex_core::{AnySession, Clock, Error as CoreError, Id, Instant};
+use duplex_core::profile::{IdOf, Profile};
+use duplex_core::{AnySession, Clock, Error as CoreError, Instant};
 
 use super::SessionManager;
 use crate::error::Error;
 use crate::metrics;
 use crate::sessions::Sessions;
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Sessions<SC, RC, R, B, D, A, L, K, M>
-    for &mut SessionManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> Sessions<P> for &mut SessionManager<C, P> {
     fn apply<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         self.run(session, true, |s, clock| op(s, clock.now())).0
     }
 
     fn update<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         self.run(session, false, |s, _| op(s)).0
     }
 
     fn read<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         let result = match self.get(session) {
             Some(s) => op(s).map_err(Error::from),
             None => Err(Error::UnknownSession {

@@ -14,8 +14,9 @@
 //! sessions. Otherwise the session is dropped when its slot is freed, so
 //! whatever its configurations hold is released at close.
 
-use duplex_core::storage::Storage;
-use duplex_core::{AnySession, Id};
+use duplex_core::id::IdText;
+use duplex_core::profile::{IdOf, Profile};
+use duplex_core::AnySession;
 use hashbrown::HashTable;
 
 /// Bytes a chunk holds at most, unless one session is larger: chunks stay
@@ -35,33 +36,13 @@ const fn chunk_len(size: usize) -> usize {
     n
 }
 
-type Chunk<
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M,
-> = Box<[Option<AnySession<SC, RC, R, B, D, A, L, K, M>>]>;
+type Chunk<P> = Box<[Option<AnySession<P>>]>;
 
 #[derive(Debug)]
-pub(crate) struct Table<
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M: Storage,
-> {
+pub(crate) struct Table<P: Profile> {
     index: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
-    chunks: Vec<Chunk<SC, RC, R, B, D, A, L, K, M>>,
+    chunks: Vec<Chunk<P>>,
     /// Free slots below `chunks.len() * Self::CHUNK`, reused last-freed first.
     free: Vec<u32>,
     /// Per slot, how many sessions have left it: a [`SessionKey`] names a
@@ -79,22 +60,9 @@ fn hash_of(hasher: &foldhash::fast::RandomState, id: &[u8]) -> u64 {
     h.finish()
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Table<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> Table<P> {
     /// Sessions per chunk.
-    const CHUNK: usize = chunk_len(std::mem::size_of::<
-        Option<AnySession<SC, RC, R, B, D, A, L, K, M>>,
-    >());
+    const CHUNK: usize = chunk_len(std::mem::size_of::<Option<AnySession<P>>>());
 
     /// The chunk and the place in it of `slot`.
     #[inline]
@@ -125,17 +93,14 @@ impl<
 
     /// The session in an occupied `slot` (one reached through the index or
     /// the deadline heap).
-    pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<SC, RC, R, B, D, A, L, K, M>> {
+    pub(crate) fn get(&self, slot: u32) -> Option<&AnySession<P>> {
         let (c, i) = Self::split(slot);
         self.chunks.get(c)?.get(i)?.as_ref()
     }
 
     /// The storage of `slot`: its session (a freed slot keeps its last,
     /// closed one for `recycle`), or `None` if none was ever stored there.
-    pub(crate) fn entry(
-        &mut self,
-        slot: u32,
-    ) -> Option<&mut Option<AnySession<SC, RC, R, B, D, A, L, K, M>>> {
+    pub(crate) fn entry(&mut self, slot: u32) -> Option<&mut Option<AnySession<P>>> {
         let (c, i) = Self::split(slot);
         self.chunks.get_mut(c)?.get_mut(i)
     }
@@ -147,17 +112,17 @@ impl<
 
     /// The hash of a session id, for [`find_hashed`](Self::find_hashed) and
     /// [`insert`](Self::insert) (hash once per operation).
-    pub(crate) fn hash(&self, id: &Id<L>) -> u64 {
+    pub(crate) fn hash(&self, id: &IdOf<P>) -> u64 {
         hash_of(&self.hasher, id.as_bytes())
     }
 
     /// The slot of the session with this id.
-    pub(crate) fn find(&self, id: &Id<L>) -> Option<u32> {
+    pub(crate) fn find(&self, id: &IdOf<P>) -> Option<u32> {
         self.find_hashed(self.hash(id), id)
     }
 
     /// The slot of the session with this id and hash.
-    pub(crate) fn find_hashed(&self, hash: u64, id: &Id<L>) -> Option<u32> {
+    pub(crate) fn find_hashed(&self, hash: u64, id: &IdOf<P>) -> Option<u32> {
         let chunks = &self.chunks;
         let same = |&slot: &u32| {
             let (c, i) = Self::split(slot);
@@ -171,7 +136,7 @@ impl<
     }
 
     /// The session ids, in no particular order.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = &Id<L>> {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &IdOf<P>> {
         self.index
             .iter()
             .filter_map(|&slot| self.get(slot).map(AnySession::id))
@@ -191,7 +156,7 @@ impl<
     pub(crate) fn insert<E>(
         &mut self,
         hash: u64,
-        make: impl FnOnce(&mut Option<AnySession<SC, RC, R, B, D, A, L, K, M>>) -> Result<(), E>,
+        make: impl FnOnce(&mut Option<AnySession<P>>) -> Result<(), E>,
     ) -> Result<(u32, bool), E> {
         let (slot, grew) = if let Some(slot) = self.free.pop() {
             (slot, false)
@@ -199,8 +164,7 @@ impl<
             let base = self.slot_bound() as u32;
             // Built on the heap directly (a `Box::new` of an array would
             // build 25 KB on the stack first).
-            let chunk: Chunk<SC, RC, R, B, D, A, L, K, M> =
-                (0..Self::CHUNK).map(|_| None).collect();
+            let chunk: Chunk<P> = (0..Self::CHUNK).map(|_| None).collect();
             // The chunk list and the stamps grow by an eighth, as the
             // deadline index does, not by doubling: less slack per slot.
             let chunks = self.chunks.len() + 1;
@@ -248,7 +212,9 @@ impl<
             if let Some(stamp) = self.stamps.get_mut(slot as usize) {
                 *stamp = stamp.wrapping_add(1);
             }
-            if std::mem::needs_drop::<SC>() || std::mem::needs_drop::<RC>() {
+            if std::mem::needs_drop::<P::SessionConfig>()
+                || std::mem::needs_drop::<P::RuntimeConfig>()
+            {
                 if let Some(entry) = self.entry(slot) {
                     *entry = None;
                 }

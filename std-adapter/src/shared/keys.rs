@@ -3,10 +3,10 @@
 //! host that keeps its own handle per session reaches it through its shard
 //! and slot instead of its id's hash.
 
+use duplex_core::profile::{IdOf, Profile};
 use std::sync::atomic::Ordering;
 
-use duplex_core::storage::Storage;
-use duplex_core::{AnySession, Clock, Error as CoreError, Fence, Id, Instant, OpenOptions};
+use duplex_core::{AnySession, Clock, Error as CoreError, Fence, Instant, OpenOptions};
 
 use super::{lock, SharedManager};
 use crate::error::Error;
@@ -68,19 +68,7 @@ impl SharedKey {
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SharedManager<C, P> {
     /// The key of the session named `session` (see [`SharedKey`]).
     ///
     /// ```
@@ -93,7 +81,7 @@ impl<
     /// assert_eq!(m.key(&f.session), Some(key));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn key(&self, session: &Id<L>) -> Option<SharedKey> {
+    pub fn key(&self, session: &IdOf<P>) -> Option<SharedKey> {
         let shard = self.shard_index(session);
         let key = lock(&self.shards[shard]).key(session)?;
         Some(SharedKey {
@@ -121,9 +109,9 @@ impl<
     /// ```
     pub fn open_keyed(
         &self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
-    ) -> Result<SharedKey, Error<L>> {
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<SharedKey, Error<IdOf<P>>> {
         let shard = self.shard_index(&fence.session);
         let mut m = lock(&self.shards[shard]);
         // `session_exists` comes before `capacity_exhausted`; under the
@@ -162,11 +150,7 @@ impl<
     /// assert_eq!(m.read_at(key, AnySession::kind), Some(StateKind::Open));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn read_at<T>(
-        &self,
-        key: SharedKey,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
-    ) -> Option<T> {
+    pub fn read_at<T>(&self, key: SharedKey, op: impl FnOnce(&AnySession<P>) -> T) -> Option<T> {
         lock(self.shards.get(key.shard())?).read_at(key.key, op)
     }
 
@@ -186,7 +170,7 @@ impl<
     pub fn update_at<T>(
         &self,
         key: SharedKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         self.run_at(key, false, |s, _| op(s))
     }
@@ -208,7 +192,7 @@ impl<
     pub fn apply_at<T>(
         &self,
         key: SharedKey,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         self.run_at(key, true, |s, clock| op(s, clock.now()))
     }
@@ -217,10 +201,7 @@ impl<
         &self,
         key: SharedKey,
         timed: bool,
-        op: impl FnOnce(
-            &mut AnySession<SC, RC, R, B, D, A, L, K, M>,
-            &super::SharedClock<C>,
-        ) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>, &super::SharedClock<C>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         let (result, deadline) = lock(self.shards.get(key.shard())?).run_at(key.key, timed, op)?;
         if let Some(deadline) = deadline {

@@ -1,28 +1,17 @@
 //! Migration for [`SharedManager`]: export and import lock the session's
 //! shard and keep the global admission count exact.
 
-use duplex_core::storage::Storage;
+use duplex_core::id::IdText;
+use duplex_core::profile::{IdOf, Profile};
 use std::sync::atomic::Ordering;
 
-use duplex_core::{AnySession, Clock, Fence, Id};
+use duplex_core::{AnySession, Clock, Fence};
 
 use super::{lock, SharedManager};
 use crate::error::Error;
 use crate::manager::NotImported;
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SharedManager<C, P> {
     /// Takes a session out, with its requests, and frees its admission
     /// slot. See [`SessionManager::export`](crate::SessionManager::export).
     ///
@@ -42,11 +31,8 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use = "the exported session owns its requests: import it into another manager or close it, or they leak"]
-    pub fn export(
-        &self,
-        session: impl AsRef<str>,
-    ) -> Result<AnySession<SC, RC, R, B, D, A, L, K, M>, Error<L>> {
-        let session = Id::<L>::new(session.as_ref())?;
+    pub fn export(&self, session: impl AsRef<str>) -> Result<AnySession<P>, Error<IdOf<P>>> {
+        let session = IdOf::<P>::new(session.as_ref())?;
         let out = lock(self.shard(&session)).export(&session)?;
         self.left(1);
         Ok(out)
@@ -84,9 +70,9 @@ impl<
     #[allow(clippy::result_large_err)]
     pub fn import(
         &self,
-        session: AnySession<SC, RC, R, B, D, A, L, K, M>,
+        session: AnySession<P>,
         incarnation: u64,
-    ) -> Result<Fence<L>, NotImported<AnySession<SC, RC, R, B, D, A, L, K, M>, L>> {
+    ) -> Result<Fence<IdOf<P>>, NotImported<P>> {
         let mut shard = lock(self.shard(session.id()));
         // `session_exists` before `capacity_exhausted`, as for `open`.
         if shard.get(session.id()).is_some() {

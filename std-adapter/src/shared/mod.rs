@@ -15,15 +15,13 @@ mod operations;
 mod permit;
 mod reaper;
 
-use duplex_core::storage::{Inline, Storage};
+use duplex_core::id::IdText;
+use duplex_core::profile::{Conformance, IdOf, Profile};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use duplex_core::profile::conformance::{
-    ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS,
-};
-use duplex_core::{AnySession, Clock, Detached, Fence, Id, Instant, Open, OpenOptions, Session};
+use duplex_core::{AnySession, Clock, Detached, Fence, Instant, Open, OpenOptions, Session};
 
 use crate::error::Error;
 use crate::manager::{ManagerConfig, SessionManager};
@@ -51,18 +49,7 @@ impl<C: Clock> Clock for SharedClock<C> {
 }
 
 /// One shard: a single-threaded manager (no admission limit of its own).
-type Shard<
-    C,
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M,
-> = Mutex<SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>>;
+type Shard<C, P> = Mutex<SessionManager<SharedClock<C>, P>>;
 
 /// The session table of a multi-threaded host: every operation of
 /// [`SessionManager`], with the same meaning and errors, through `&self`
@@ -113,19 +100,8 @@ type Shard<
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct SharedManager<
-    C,
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
-> {
-    shards: Box<[Shard<C, SC, RC, R, B, D, A, L, K, M>]>,
+pub struct SharedManager<C, P: Profile = Conformance> {
+    shards: Box<[Shard<C, P>]>,
     clock: SharedClock<C>,
     hasher: foldhash::fast::RandomState,
     max_sessions: Option<usize>,
@@ -196,19 +172,7 @@ impl<C: Clock> SharedManager<C> {
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SharedManager<C, P> {
     /// A shared manager for any configuration types and capacity profile
     /// (named by the type), with `shards` shards (at least one).
     ///
@@ -219,7 +183,8 @@ impl<
     /// ```
     /// # use duplex_core::*;
     /// # use duplex_std::*;
-    /// let m: SharedManager<ManualClock, &str, ()> =
+    /// use duplex_core::profile::Conformance;
+    /// let m: SharedManager<ManualClock, Conformance<&str>> =
     ///     SharedManager::with_capacities(ManualClock::default(), ManagerConfig::default(), 2)?;
     /// m.open(Fence::new(Id::new("s")?, 0), OpenOptions::new("alto", ()))?;
     /// assert_eq!(m.shards(), 2);
@@ -229,7 +194,7 @@ impl<
         clock: C,
         config: ManagerConfig,
         shards: usize,
-    ) -> Result<Self, Error<L>> {
+    ) -> Result<Self, Error<IdOf<P>>> {
         let clock = SharedClock(Arc::new(clock));
         // Admission is global; each shard checks everything else.
         let shard_config = ManagerConfig {
@@ -238,7 +203,7 @@ impl<
         };
         // Validates the configuration once (the same errors as the
         // single-threaded manager, `max_sessions` included).
-        SessionManager::<_, SC, RC, R, B, D, A, L, K, M>::with_capacities(clock.clone(), config)?;
+        SessionManager::<_, P>::with_capacities(clock.clone(), config)?;
         let shards = (0..shards.max(1))
             .map(|_| SessionManager::with_capacities(clock.clone(), shard_config).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?
@@ -307,17 +272,17 @@ impl<
     /// assert!(m.shard_of(&Id::new("call-1")?) < 4);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn shard_of(&self, session: &Id<L>) -> usize {
+    pub fn shard_of(&self, session: &IdOf<P>) -> usize {
         self.shard_index(session)
     }
 
     /// The index of the shard that holds (or will hold) `session`.
-    fn shard_index(&self, session: &Id<L>) -> usize {
+    fn shard_index(&self, session: &IdOf<P>) -> usize {
         self.hasher.hash_one(session.as_bytes()) as usize % self.shards.len()
     }
 
     /// The shard that holds (or will hold) `session`.
-    fn shard(&self, session: &Id<L>) -> &Shard<C, SC, RC, R, B, D, A, L, K, M> {
+    fn shard(&self, session: &IdOf<P>) -> &Shard<C, P> {
         // `index < len` by construction; `shards` is never empty.
         &self.shards[self.shard_index(session)]
     }
@@ -327,8 +292,8 @@ impl<
     /// sleeps toward. Called with the shard locked.
     fn deadline_may_be_earlier(
         &self,
-        shard: &SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>,
-        session: &Id<L>,
+        shard: &SessionManager<SharedClock<C>, P>,
+        session: &IdOf<P>,
     ) {
         if let Some(deadline) = shard.get(session).and_then(AnySession::deadline) {
             self.wake.earlier(deadline);
@@ -336,7 +301,7 @@ impl<
     }
 
     /// Reserves one admission slot, or fails with `capacity_exhausted`.
-    fn reserve_slot(&self) -> Result<(), Error<L>> {
+    fn reserve_slot(&self) -> Result<(), Error<IdOf<P>>> {
         let Some(limit) = self.max_sessions else {
             self.reserved.fetch_add(1, Ordering::AcqRel);
             return Ok(());
@@ -368,7 +333,11 @@ impl<
 
     /// Opens a session in an already reserved slot (the slot stays reserved
     /// on success; the caller gives it back on error).
-    fn open_reserved(&self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+    fn open_reserved(
+        &self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<(), Error<IdOf<P>>> {
         let session = fence.session.clone();
         let mut shard = lock(self.shard(&session));
         shard.open(fence, options)?;
@@ -395,7 +364,11 @@ impl<
     /// assert_eq!(full.kind(), ErrorKind::CapacityExhausted);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn open(&self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+    pub fn open(
+        &self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.open_keyed(fence, options).map(|_| ())
     }
 
@@ -421,9 +394,7 @@ impl<
     /// assert_eq!((m.len(), m.reserved()), (1, 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn admit(
-        self: &Arc<Self>,
-    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>, Error<L>> {
+    pub fn admit(self: &Arc<Self>) -> Result<AdmissionPermit<C, P>, Error<IdOf<P>>> {
         self.reserve_slot()?;
         Ok(AdmissionPermit::new(Arc::clone(self)))
     }
@@ -456,8 +427,8 @@ impl<
     /// ```
     pub fn admit_for(
         self: &Arc<Self>,
-        session: &Id<L>,
-    ) -> Result<AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>, Error<L>> {
+        session: &IdOf<P>,
+    ) -> Result<AdmissionPermit<C, P>, Error<IdOf<P>>> {
         let shard = lock(self.shard(session));
         if shard.get(session).is_some() {
             return Err(Error::SessionExists {
@@ -484,7 +455,7 @@ impl<
     /// assert_eq!(ids, [Id::new("a")?, Id::new("b")?]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn session_ids(&self) -> Vec<Id<L>> {
+    pub fn session_ids(&self) -> Vec<IdOf<P>> {
         let mut out = Vec::with_capacity(self.len());
         for shard in &*self.shards {
             out.extend(lock(shard).session_ids().cloned());
@@ -505,7 +476,7 @@ impl<
     /// assert!(m.inspect(&Id::new("nobody")?).is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn inspect(&self, session: &Id<L>) -> Option<SessionView<L>> {
+    pub fn inspect(&self, session: &IdOf<P>) -> Option<SessionView<IdOf<P>>> {
         self.on(session, |m| m.inspect(session))
     }
 
@@ -523,8 +494,8 @@ impl<
     /// ```
     pub fn with_session<T>(
         &self,
-        session: &Id<L>,
-        f: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&AnySession<P>) -> T,
     ) -> Option<T> {
         self.on(session, |m| m.get(session).map(f))
     }
@@ -544,8 +515,8 @@ impl<
     /// ```
     pub fn with_open<T>(
         &self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Open, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Open, P>, Instant) -> T,
     ) -> Option<T> {
         self.on(session, |m| {
             let out = m.with_open(session, f);
@@ -570,8 +541,8 @@ impl<
     /// ```
     pub fn with_detached<T>(
         &self,
-        session: &Id<L>,
-        f: impl FnOnce(&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>, Instant) -> T,
+        session: &IdOf<P>,
+        f: impl FnOnce(&mut Session<Detached, P>, Instant) -> T,
     ) -> Option<T> {
         self.on(session, |m| {
             let out = m.with_detached(session, f);
@@ -583,8 +554,8 @@ impl<
     /// Runs `op` on the shard of `session`.
     fn on<T>(
         &self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut SessionManager<SharedClock<C>, SC, RC, R, B, D, A, L, K, M>) -> T,
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut SessionManager<SharedClock<C>, P>) -> T,
     ) -> T {
         op(&mut lock(self.shard(session)))
     }
@@ -600,7 +571,7 @@ mod guarantees {
     // Shared across threads (and tokio tasks) with a thread-safe clock and
     // configurations; permits can be held across awaits on any worker.
     assert_impl_all!(SharedManager<MonotonicClock>: Send, Sync);
-    assert_impl_all!(AdmissionPermit<MonotonicClock, (), (), 8, 4, 8, 4, 32, 4, duplex_core::storage::Inline>: Send, Sync);
+    assert_impl_all!(AdmissionPermit<MonotonicClock, duplex_core::profile::Conformance>: Send, Sync);
     // The manual clock is a `Cell` (it works on devices without 64-bit
     // atomics), so a manager over it stays on one thread.
     assert_not_impl_any!(SharedManager<ManualClock>: Sync);

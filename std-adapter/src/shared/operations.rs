@@ -4,34 +4,22 @@
 //! came earlier), and what leaves the manager (close, finalize, expiry,
 //! request cleanup), which also frees admission slots.
 
+use duplex_core::profile::{IdOf, Profile};
 use duplex_core::{
-    AnySession, Clock, CloseReason, Error as CoreError, Expiry, Fence, Id, Instant, RequestIds,
+    AnySession, Clock, CloseReason, Error as CoreError, Expiry, Fence, Instant, RequestIds,
 };
 
 use super::{lock, SharedManager};
 use crate::error::Error;
 use crate::manager::Released;
 use crate::sessions::Sessions;
-use duplex_core::storage::Storage;
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Sessions<SC, RC, R, B, D, A, L, K, M> for &SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> Sessions<P> for &SharedManager<C, P> {
     fn apply<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>, Instant) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         let (result, deadline) = self.on(session, |m| {
             m.run(session, true, |s, clock| op(s, clock.now()))
         });
@@ -43,9 +31,9 @@ impl<
 
     fn update<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&mut AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         let (result, deadline) = self.on(session, |m| m.run(session, false, |s, _| op(s)));
         if let Some(deadline) = deadline {
             self.wake.earlier(deadline);
@@ -55,26 +43,14 @@ impl<
 
     fn read<T>(
         self,
-        session: &Id<L>,
-        op: impl FnOnce(&AnySession<SC, RC, R, B, D, A, L, K, M>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<L>> {
+        session: &IdOf<P>,
+        op: impl FnOnce(&AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
         self.on(session, |m| m.read(session, op))
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SharedManager<C, P> {
     /// Closes in one step; the session leaves and its admission slot is
     /// free. See [`SessionManager::close`](crate::SessionManager::close).
     ///
@@ -96,9 +72,9 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn close(
         &self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
         let closed = self.on(&fence.session, |m| m.close(fence, reason))?;
         if closed.is_some() {
             self.left(1);
@@ -128,10 +104,10 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn close_generation(
         &self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         generation: u64,
         reason: CloseReason,
-    ) -> Result<Option<RequestIds<L, R>>, Error<L>> {
+    ) -> Result<Option<RequestIds<P::Tables>>, Error<IdOf<P>>> {
         let closed = self.on(&fence.session, |m| {
             m.close_generation(fence, generation, reason)
         })?;
@@ -160,7 +136,7 @@ impl<
     /// assert!(m.is_empty());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn finalize(&self, session: &Id<L>) -> Result<RequestIds<L, R>, Error<L>> {
+    pub fn finalize(&self, session: &IdOf<P>) -> Result<RequestIds<P::Tables>, Error<IdOf<P>>> {
         let ids = self.on(session, |m| m.finalize(session))?;
         self.left(1);
         Ok(ids)
@@ -184,8 +160,8 @@ impl<
     #[must_use = "the released request ids must be cancelled or dropped in the engine"]
     pub fn finalize_closed<'a>(
         &self,
-        sessions: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Released<L, R>> {
+        sessions: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Released<P::Tables>> {
         let mut out = Vec::new();
         for session in sessions {
             let done = self.on(session, |m| m.finalize_closed([session]));
@@ -210,7 +186,7 @@ impl<
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use = "the sessions' requests must be cancelled in the engine, then the sessions finalized"]
-    pub fn close_for_requests<I: AsRef<str>>(&self, request_ids: &[I]) -> Vec<Released<L, R>> {
+    pub fn close_for_requests<I: AsRef<str>>(&self, request_ids: &[I]) -> Vec<Released<P::Tables>> {
         let mut out = Vec::new();
         for shard in &*self.shards {
             out.extend(lock(shard).close_for_requests(request_ids));
@@ -243,9 +219,9 @@ impl<
     #[must_use = "each expired session's requests must be cancelled in the engine, then the session finalized"]
     pub fn collect_expired<'a>(
         &self,
-        excluded: impl IntoIterator<Item = &'a Id<L>>,
-    ) -> Vec<Expiry<L, R>> {
-        let mut excluded_by_shard: Vec<Vec<&Id<L>>> = vec![Vec::new(); self.shards.len()];
+        excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Expiry<P::Tables>> {
+        let mut excluded_by_shard: Vec<Vec<&IdOf<P>>> = vec![Vec::new(); self.shards.len()];
         for session in excluded {
             if let Some(list) = excluded_by_shard.get_mut(self.shard_index(session)) {
                 list.push(session);

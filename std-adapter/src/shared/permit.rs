@@ -1,6 +1,6 @@
 //! [`AdmissionPermit`]: an admission slot held across an await.
 
-use duplex_core::storage::Storage;
+use duplex_core::profile::{IdOf, Profile};
 use std::fmt;
 use std::sync::Arc;
 
@@ -36,38 +36,15 @@ use crate::error::Error;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "a permit holds an admission slot: open a session with it, or drop it to give the slot back"]
-pub struct AdmissionPermit<
-    C: Clock,
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M: Storage,
-> {
-    manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K, M>>,
+pub struct AdmissionPermit<C: Clock, P: Profile> {
+    manager: Arc<SharedManager<C, P>>,
     /// Whether the permit still holds its slot (it hands it to the session
     /// on a successful open).
     holds_slot: bool,
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
-{
-    pub(super) fn new(manager: Arc<SharedManager<C, SC, RC, R, B, D, A, L, K, M>>) -> Self {
+impl<C: Clock, P: Profile> AdmissionPermit<C, P> {
+    pub(super) fn new(manager: Arc<SharedManager<C, P>>) -> Self {
         AdmissionPermit {
             manager,
             holds_slot: true,
@@ -83,26 +60,18 @@ impl<
     /// `session_exists` (nothing changes).
     ///
     /// See the type-level example.
-    pub fn open(mut self, fence: Fence<L>, options: OpenOptions<SC, RC>) -> Result<(), Error<L>> {
+    pub fn open(
+        mut self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<(), Error<IdOf<P>>> {
         self.manager.open_reserved(fence, options)?;
         self.holds_slot = false;
         Ok(())
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Drop for AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> Drop for AdmissionPermit<C, P> {
     fn drop(&mut self) {
         if self.holds_slot {
             self.manager.unreserve(1);
@@ -110,19 +79,7 @@ impl<
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > fmt::Debug for AdmissionPermit<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> fmt::Debug for AdmissionPermit<C, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmissionPermit")
             .field("holds_slot", &self.holds_slot)

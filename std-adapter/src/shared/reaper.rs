@@ -12,7 +12,7 @@
 //! generation) before it computes `next_deadline()`, so a deadline that
 //! appears while it computes is never missed: it only costs one more turn.
 
-use duplex_core::storage::Storage;
+use duplex_core::profile::Profile;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -104,25 +104,13 @@ impl Wake {
     }
 }
 
-impl<
-        C: Clock,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > SharedManager<C, SC, RC, R, B, D, A, L, K, M>
-{
+impl<C: Clock, P: Profile> SharedManager<C, P> {
     /// Collects what is due at `now` (if anything) and hands it to
     /// `handler`, then finalizes each. Returns whether anything was due.
     fn reap_due(
         &self,
         deadline: Option<Instant>,
-        handler: &mut impl FnMut(&Expiry<L, R>),
+        handler: &mut impl FnMut(&Expiry<P::Tables>),
         stats: &mut ReaperStats,
     ) -> bool {
         match deadline {
@@ -180,7 +168,7 @@ impl<
     /// ```
     pub fn spawn_reaper(
         self: &Arc<Self>,
-        mut handler: impl FnMut(&Expiry<L, R>) + Send + 'static,
+        mut handler: impl FnMut(&Expiry<P::Tables>) + Send + 'static,
     ) -> std::io::Result<ReaperThread>
     where
         Self: Send + Sync + 'static,
@@ -288,7 +276,7 @@ impl<
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn reap(
         self: Arc<Self>,
-        mut handler: impl FnMut(&Expiry<L, R>),
+        mut handler: impl FnMut(&Expiry<P::Tables>),
         shutdown: impl std::future::Future<Output = ()>,
     ) -> ReaperStats {
         let mut stats = ReaperStats::default();

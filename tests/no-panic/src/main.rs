@@ -14,7 +14,9 @@
 use core::hint::black_box;
 use core::panic::PanicInfo;
 
-use duplex_core::profile::{device, server, DeviceSession, ServerSession};
+use duplex_core::id::IdText;
+use duplex_core::storage::StoredId;
+use duplex_core::profile::{device, server, Device, IdOf, Profile, Server};
 use duplex_core::{
     Activity, AnySession, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode,
     Instant, LeaseConfig, Modes, OpenOptions, RequestState, Session, Stamp, StateKind,
@@ -82,7 +84,7 @@ impl Input<'_> {
     fn now(&mut self) -> Instant {
         Instant::from_millis(self.u64())
     }
-    fn fence<const L: usize>(&mut self, base: &Fence<L>) -> Fence<L> {
+    fn fence<I: Clone>(&mut self, base: &Fence<I>) -> Fence<I> {
         let mut f = base.clone();
         f.incarnation = f.incarnation.wrapping_add(self.u64() % 2);
         f.epoch = self.u64();
@@ -93,22 +95,15 @@ impl Input<'_> {
 }
 
 /// Every operation of a typed session of profile `R, B, D, A, L, K`.
-fn session_ops<
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->(
-    mut s: Session<duplex_core::Open, (), (), R, B, D, A, L, K>,
+fn session_ops<P: Profile<SessionConfig = (), RuntimeConfig = ()>>(
+    mut s: Session<duplex_core::Open, P>,
     inp: &mut Input<'_>,
 ) -> u64 {
     let mut acc = 0u64;
     let base = s.fence().clone();
     for _ in 0..4 {
         let f = inp.fence(&base);
-        let id = Id::<L>::new(inp.text()).unwrap_or_else(|_| base.session.clone());
+        let id = IdOf::<P>::new(inp.text()).unwrap_or_else(|_| base.session.clone());
         acc ^= u64::from(s.touch(&f, inp.activity(), inp.now()).is_ok());
         acc ^= u64::from(s.begin_operation(&f, &id, inp.now()).is_ok());
         acc ^= u64::from(s.end_operation(&f, &id, inp.now()).is_ok());
@@ -142,7 +137,7 @@ fn session_ops<
         acc ^= s.cancel(&f, &next).map_or(4, |ids| ids.len() as u64);
         acc ^= s.release_fence(&f).len() as u64;
         s.release(&[id.clone()]);
-        s.release_where(|r| r.as_bytes().first() == Some(&b'x'));
+        s.release_where(|r| r.text().as_bytes().first() == Some(&b'x'));
         acc ^= s.stage_request_ids(Some(&f)).count() as u64;
         acc ^= s
             .resource_request_ids(None, Some(RequestState::Submitted))
@@ -202,15 +197,8 @@ fn session_ops<
 }
 
 /// Closing: still releasable, a second begin_close, then finalize.
-fn finish<
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->(
-    closing: Session<duplex_core::Closing, (), (), R, B, D, A, L, K>,
+fn finish<P: Profile<SessionConfig = (), RuntimeConfig = ()>>(
+    closing: Session<duplex_core::Closing, P>,
     inp: &mut Input<'_>,
 ) -> u64 {
     let f = inp.fence(closing.fence());
@@ -220,7 +208,7 @@ fn finish<
     };
     let mut acc = c.release_fence(&f).len() as u64 ^ (c.state().reason() as u64);
     let keep = inp.u64();
-    c.release_where(|r| r.as_bytes().len() as u64 % 2 == keep % 2);
+    c.release_where(|r| r.text().len() as u64 % 2 == keep % 2);
     let (closed, ids) = c.finalize();
     acc ^= ids.len() as u64 ^ (closed.close_reason() as u64) ^ closed.fence().epoch;
     acc
@@ -408,7 +396,7 @@ fn exercise(bytes: &[u8]) -> u64 {
     if let Ok(id) = Id::<{ device::ID_LEN }>::new(inp.text()) {
         let opts = OpenOptions::default().completed_limit((inp.u64() % 6) as usize);
         if let Ok(s) =
-            DeviceSession::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
+            Session::<duplex_core::Open, Device>::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
         {
             acc ^= session_ops(s, &mut inp);
         }
@@ -417,7 +405,7 @@ fn exercise(bytes: &[u8]) -> u64 {
     if let Ok(id) = Id::<{ server::ID_LEN }>::new(inp.text()) {
         let opts = OpenOptions::default().completed_limit((inp.u64() % 300) as usize);
         if let Ok(s) =
-            ServerSession::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
+            Session::<duplex_core::Open, Server>::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
         {
             acc ^= session_ops(s, &mut inp);
         }

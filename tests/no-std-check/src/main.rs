@@ -14,11 +14,13 @@
 
 use core::panic::PanicInfo;
 
-#[cfg(all(not(feature = "without-core"), not(feature = "default-profile")))]
-use duplex_core::profile::device;
+#[cfg(not(feature = "without-core"))]
+use duplex_core::id::IdText;
+#[cfg(not(feature = "without-core"))]
+use duplex_core::profile::{IdOf, Profile};
 #[cfg(not(feature = "without-core"))]
 use duplex_core::{
-    CloseReason, Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, OpenOptions, Session,
+    CloseReason, Duration, Fence, InputMode, Instant, LeaseConfig, Modes, OpenOptions, Session,
 };
 
 #[panic_handler]
@@ -30,15 +32,8 @@ fn panic(_: &PanicInfo) -> ! {
 /// A session's life on a device: open, stream, answer, barge in, detach,
 /// resume, close. Its inputs come from `black_box`, so the code is what
 /// firmware would carry.
-fn lifecycle<
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
->() -> u64 {
-    let Ok(id) = Id::<L>::new(core::hint::black_box("mic-0")) else {
+fn lifecycle<P: Profile<SessionConfig = (), RuntimeConfig = ()>>() -> u64 {
+    let Ok(id) = IdOf::<P>::new(core::hint::black_box("mic-0")) else {
         return 0;
     };
     let fence = Fence::new(id, core::hint::black_box(1));
@@ -48,11 +43,9 @@ fn lifecycle<
     let opts = OpenOptions::default()
         .modes(Modes::only(InputMode::AppendAudioChunk))
         .lease(lease);
-    let Ok(mut s) = Session::<duplex_core::Open, (), (), R, B, D, A, L, K>::open_with_capacities(
-        fence.clone(),
-        opts,
-        Instant::ZERO,
-    ) else {
+    let Ok(mut s) =
+        Session::<duplex_core::Open, P>::open_with_capacities(fence.clone(), opts, Instant::ZERO)
+    else {
         return 0;
     };
     let mut seq = 0;
@@ -61,7 +54,7 @@ fn lifecycle<
             seq = a.seq;
         }
     }
-    if let Ok(req) = Id::new("tts") {
+    if let Ok(req) = IdOf::<P>::new("tts") {
         let _ = s.bind(&fence, 0, &req);
     }
     let next = fence.clone().with_epoch(1);
@@ -81,27 +74,12 @@ fn lifecycle<
 
 #[cfg(all(not(feature = "without-core"), not(feature = "default-profile")))]
 fn run() -> u64 {
-    lifecycle::<
-        { device::RESOURCES },
-        { device::BINDINGS },
-        { device::COMPLETED },
-        { device::ACTIVE_OPS },
-        { device::ID_LEN },
-        { device::STAGE_RESULTS },
-    >()
+    lifecycle::<duplex_core::profile::Device>()
 }
 
 #[cfg(all(not(feature = "without-core"), feature = "default-profile"))]
 fn run() -> u64 {
-    use duplex_core::profile::conformance as p;
-    lifecycle::<
-        { p::RESOURCES },
-        { p::BINDINGS },
-        { p::COMPLETED },
-        { p::ACTIVE_OPS },
-        { p::ID_LEN },
-        { p::STAGE_RESULTS },
-    >()
+    lifecycle::<duplex_core::profile::Conformance>()
 }
 
 #[cfg(feature = "without-core")]

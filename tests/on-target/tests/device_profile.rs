@@ -5,12 +5,12 @@
 
 use core::mem::size_of;
 
-use duplex_core::profile::{device, DeviceSession};
+use duplex_core::profile::{device, Device as DeviceProfile};
 use duplex_core::*;
 use duplex_on_target::{check, check_eq, ok, tests, Outcome};
 
-type Device = duplex_core::profile::DeviceAnySession;
-type DeviceFence = Fence<{ device::ID_LEN }>;
+type Device = duplex_core::AnySession<DeviceProfile>;
+type DeviceFence = Fence<Id<{ device::ID_LEN }>>;
 type DeviceId = Id<{ device::ID_LEN }>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -19,9 +19,13 @@ fn id(s: &str) -> Result<DeviceId, Error> {
     Id::new(s)
 }
 
-fn open(name: &str) -> Result<DeviceSession, Error> {
+fn open(name: &str) -> Result<Session<Open, DeviceProfile>, Error> {
     let opts = OpenOptions::default().modes(Modes::only(AUDIO));
-    DeviceSession::open_with_capacities(Fence::new(id(name)?, 0), opts, Instant::ZERO)
+    Session::<Open, DeviceProfile>::open_with_capacities(
+        Fence::new(id(name)?, 0),
+        opts,
+        Instant::ZERO,
+    )
 }
 
 fn ids_are_at_most_sixteen_bytes() -> Outcome {
@@ -63,7 +67,7 @@ fn capacities_are_the_profile_s() -> Outcome {
         })
     );
     check!(matches!(
-        DeviceSession::open_with_capacities(
+        Session::<Open, DeviceProfile>::open_with_capacities(
             f.clone(),
             OpenOptions::default().completed_limit(device::COMPLETED + 1),
             Instant::ZERO
@@ -90,7 +94,7 @@ fn a_table_of_eight_sessions_fits_on_the_smallest_board() -> Outcome {
     let seqs = table
         .iter()
         .flatten()
-        .filter_map(|s| s.as_open().map(DeviceSession::input_seq))
+        .filter_map(|s| s.as_open().map(Session::<Open, DeviceProfile>::input_seq))
         .sum::<u64>();
     check_eq!(seqs, 36);
     check!(size_of::<[Option<Device>; 8]>() <= 8 * 640);
@@ -102,10 +106,15 @@ fn the_device_profile_snapshots_into_its_own_buffer() -> Outcome {
     let f = s.fence().clone();
     ok!(s.append(&f, AUDIO));
     ok!(s.bind(&f, 0, &ok!(id("tts"))));
-    let mut buf = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+    let mut buf = [0u8; Session::<Open, DeviceProfile>::SNAPSHOT_MAX];
     let image = ok!(s.snapshot(&mut buf));
     let restored = ok!(Device::restore_with_capacities(image));
-    check_eq!(restored.as_open().map(DeviceSession::input_seq), Some(1));
+    check_eq!(
+        restored
+            .as_open()
+            .map(Session::<Open, DeviceProfile>::input_seq),
+        Some(1)
+    );
     Ok(())
 }
 

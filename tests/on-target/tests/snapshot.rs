@@ -4,55 +4,29 @@
 #![no_std]
 #![no_main]
 
-use duplex_core::profile::{conformance, device};
 use duplex_core::*;
 use duplex_on_target::{check, check_eq, ok, tests, Outcome};
 
 // Each board snapshots the profile it would run: the device profile on the
 // 16 KiB Cortex-M0, the default (conformance) profile on the Cortex-M4F.
 #[cfg(not(board = "microbit"))]
-use conformance as board;
-#[cfg(board = "microbit")]
-use conformance as other;
-#[cfg(board = "microbit")]
-use device as board;
+use duplex_core::profile::conformance as board;
 #[cfg(not(board = "microbit"))]
-use device as other;
+type Board = duplex_core::profile::Conformance;
+#[cfg(not(board = "microbit"))]
+type OtherBoard = duplex_core::profile::Device;
+#[cfg(board = "microbit")]
+use duplex_core::profile::device as board;
+#[cfg(board = "microbit")]
+type Board = duplex_core::profile::Device;
+#[cfg(board = "microbit")]
+type OtherBoard = duplex_core::profile::Conformance;
 
-type S<St> = Session<
-    St,
-    (),
-    (),
-    { board::RESOURCES },
-    { board::BINDINGS },
-    { board::COMPLETED },
-    { board::ACTIVE_OPS },
-    { board::ID_LEN },
-    { board::STAGE_RESULTS },
->;
-type Any = AnySession<
-    (),
-    (),
-    { board::RESOURCES },
-    { board::BINDINGS },
-    { board::COMPLETED },
-    { board::ACTIVE_OPS },
-    { board::ID_LEN },
-    { board::STAGE_RESULTS },
->;
-type Other<St> = Session<
-    St,
-    (),
-    (),
-    { other::RESOURCES },
-    { other::BINDINGS },
-    { other::COMPLETED },
-    { other::ACTIVE_OPS },
-    { other::ID_LEN },
-    { other::STAGE_RESULTS },
->;
+type S<St> = Session<St, Board>;
+type Any = AnySession<Board>;
+type Other<St> = Session<St, OtherBoard>;
 type Id = duplex_core::Id<{ board::ID_LEN }>;
-type Fence = duplex_core::Fence<{ board::ID_LEN }>;
+type Fence = duplex_core::Fence<Id>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 

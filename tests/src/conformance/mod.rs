@@ -2,6 +2,7 @@
 //! against a fresh [`SessionManager`] driven by a manual clock and compares
 //! every outcome with the trace's expectation.
 
+use duplex_core::profile::Conformance;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,7 @@ impl Clock for SharedClock {
     }
 }
 
-type Manager = SessionManager<SharedClock, Value, Value>;
+type Manager = SessionManager<SharedClock, Conformance<Value, Value>>;
 
 /// A line that cannot be run: malformed JSON, a missing field, an unknown op.
 #[derive(Debug, Clone, PartialEq, Eq)]

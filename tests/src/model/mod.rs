@@ -20,6 +20,7 @@
 //! - a migration (export, image, import) changes only the incarnation,
 //!   upwards, and the lease clock.
 
+use duplex_core::profile::Conformance;
 use std::collections::{BTreeMap, BTreeSet};
 
 use duplex_core::profile::conformance;
@@ -209,7 +210,7 @@ pub enum Op {
 }
 
 /// The model's manager: the default profile, with storage `M`.
-type Manager<'c, M> = SessionManager<&'c ManualClock, u8, u8, 8, 4, 8, 4, 32, 4, M>;
+type Manager<'c, M> = SessionManager<&'c ManualClock, Conformance<u8, u8, M>>;
 type Views = BTreeMap<String, SessionView>;
 /// Request ids released, per session.
 type Released = BTreeMap<String, BTreeSet<String>>;
@@ -474,7 +475,10 @@ impl<M: Storage> Harness<'_, M> {
                 let image = exported
                     .snapshot(&mut buf)
                     .expect("an exported session has an image");
-                let restored = duplex_core::AnySession::<u8, u8, 8, 4, 8, 4, 32, 4, M>::restore_with_capacities(image)
+                let restored =
+                    duplex_core::AnySession::<Conformance<u8, u8, M>>::restore_with_capacities(
+                        image,
+                    )
                     .expect("an image restores");
                 if let Err(refused) = self.m.import(restored, incarnation) {
                     panic!("the slot it left refused it back: {}", refused.error);

@@ -6,24 +6,14 @@ use super::dynamic::wrong_state;
 use super::{AnySession, Typed};
 use crate::error::Error;
 use crate::fence::Fence;
+use crate::id::IdText as _;
 use crate::lease::CloseReason;
+use crate::profile::{IdOf, Profile};
 use crate::requests::{RequestIds, RequestState};
 use crate::session::expiry::Expiry;
-use crate::storage::Storage;
 use crate::time::Instant;
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > AnySession<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> AnySession<P> {
     /// Starts closing (Open, Detached → Closing; on Closing the fence is
     /// accepted and the first reason kept). Closing bumps the lease
     /// generation once and ends every lease operation; the requests stay,
@@ -35,7 +25,11 @@ impl<
     /// session is unchanged.
     ///
     /// See [`as_closing`](Self::as_closing).
-    pub fn begin_close(&mut self, fence: &Fence<L>, reason: CloseReason) -> Result<(), Error> {
+    pub fn begin_close(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        reason: CloseReason,
+    ) -> Result<(), Error> {
         // The fence is checked and accepted where the session sits (a
         // refusal changes nothing); only the infallible move to Closing
         // takes the session by value, once. Three by-value arms, each with
@@ -85,7 +79,7 @@ impl<
     /// assert_eq!((expiry.lease_generation, expiry.submitted.len()), (1, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn expire(&mut self, now: Instant) -> Option<Expiry<L, R>> {
+    pub fn expire(&mut self, now: Instant) -> Option<Expiry<P::Tables>> {
         self.due(now)?;
         let submitted = self
             .resource_request_ids(None, Some(RequestState::Submitted))
@@ -130,7 +124,7 @@ impl<
     /// assert_eq!((s.kind(), released.len()), (StateKind::Closed, 1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn finalize(&mut self) -> Result<RequestIds<L, R>, Error> {
+    pub fn finalize(&mut self) -> Result<RequestIds<P::Tables>, Error> {
         let (ids, reason) = match self.unclosed_mut() {
             Some(Typed::Closing(s, _)) => s.finalize_in_place(),
             other => {
@@ -167,9 +161,9 @@ impl<
     #[inline]
     pub fn close(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-    ) -> Result<RequestIds<L, R>, Error> {
+    ) -> Result<RequestIds<P::Tables>, Error> {
         let mut released = RequestIds::new();
         self.close_into(fence, reason, &mut released)?;
         Ok(released)
@@ -196,9 +190,9 @@ impl<
     #[inline]
     pub fn close_into(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         reason: CloseReason,
-        released: &mut RequestIds<L, R>,
+        released: &mut RequestIds<P::Tables>,
     ) -> Result<(), Error> {
         match self.unclosed_mut() {
             Some(Typed::Open(s, _)) => s.close_in_place(fence, released)?,

@@ -8,30 +8,16 @@ use super::{AnySession, Typed};
 use crate::append::{Appended, Finality, Reservation};
 use crate::error::Error;
 use crate::fence::Fence;
-use crate::id::Id;
 use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
+use crate::profile::{IdOf, Profile, Tables};
 use crate::requests::{RequestIds, RequestState};
 use crate::session::state::{Detached, Open};
-use crate::storage::Storage;
 use crate::time::Instant;
 
 /// `wrong_state` for `operation` on a typed session that is not closed
 /// (`None`: closed).
-pub(super) fn wrong_state<
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M: Storage,
->(
-    operation: &'static str,
-    typed: Option<&Typed<SC, RC, R, B, D, A, L, K, M>>,
-) -> Error {
+pub(super) fn wrong_state<P: Profile>(operation: &'static str, typed: Option<&Typed<P>>) -> Error {
     Error::WrongState {
         operation,
         state: typed.map_or(crate::session::state::StateKind::Closed, Typed::kind),
@@ -73,18 +59,7 @@ macro_rules! open {
     };
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > AnySession<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> AnySession<P> {
     /// The lease deadline of a live session (see [`Session::deadline`](crate::Session::deadline));
     /// `None` once closing.
     ///
@@ -133,7 +108,7 @@ impl<
     /// ```
     pub fn touch(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         activity: Activity,
         now: Instant,
     ) -> Result<(), Error> {
@@ -148,7 +123,7 @@ impl<
     /// unchanged.
     ///
     /// See the type-level example.
-    pub fn detach(&mut self, fence: &Fence<L>, now: Instant) -> Result<(), Error> {
+    pub fn detach(&mut self, fence: &Fence<IdOf<P>>, now: Instant) -> Result<(), Error> {
         match self.unclosed_mut() {
             Some(Typed::Open(s, _)) => s.detach_in_place(fence, now)?,
             other => {
@@ -176,7 +151,7 @@ impl<
     /// See the type-level example.
     pub fn resume(
         &mut self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         expected_generation: u64,
         now: Instant,
     ) -> Result<u64, Error> {
@@ -216,8 +191,8 @@ impl<
     /// ```
     pub fn begin_operation(
         &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         now: Instant,
     ) -> Result<(), Error> {
         open!(self.unclosed_mut(), "begin_operation", s => s.begin_operation(fence, op, now))
@@ -232,8 +207,8 @@ impl<
     /// See [`begin_operation`](Self::begin_operation).
     pub fn end_operation(
         &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         now: Instant,
     ) -> Result<(), Error> {
         live!(self.unclosed_mut(), "end_operation", s => s.end_operation(fence, op, now))
@@ -255,9 +230,9 @@ impl<
     /// ```
     pub fn prepare_append(
         &self,
-        fence: &Fence<L>,
+        fence: &Fence<IdOf<P>>,
         mode: InputMode,
-    ) -> Result<Reservation<L>, Error> {
+    ) -> Result<Reservation<IdOf<P>>, Error> {
         open!(self.unclosed(), "prepare_append", s => s.prepare_append(fence, mode))
     }
 
@@ -268,7 +243,7 @@ impl<
     /// [`Error::WrongState`], then as [`Session::append`](crate::Session::append).
     ///
     /// See the type-level example.
-    pub fn append(&mut self, fence: &Fence<L>, mode: InputMode) -> Result<Appended, Error> {
+    pub fn append(&mut self, fence: &Fence<IdOf<P>>, mode: InputMode) -> Result<Appended, Error> {
         open!(self.unclosed_mut(), "append", s => s.append(fence, mode))
     }
 
@@ -279,7 +254,7 @@ impl<
     /// [`Error::WrongState`], then as [`Session::commit_append`](crate::Session::commit_append).
     ///
     /// See [`prepare_append`](Self::prepare_append).
-    pub fn commit_append(&mut self, reservation: &Reservation<L>) -> Result<Appended, Error> {
+    pub fn commit_append(&mut self, reservation: &Reservation<IdOf<P>>) -> Result<Appended, Error> {
         live!(self.unclosed_mut(), "commit_append", s => s.commit_append(reservation))
     }
 
@@ -300,8 +275,8 @@ impl<
     /// ```
     pub fn completed(
         &self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         mode: InputMode,
         finality: Finality,
     ) -> Result<Option<&[i64]>, Error> {
@@ -317,8 +292,8 @@ impl<
     /// See [`completed`](Self::completed).
     pub fn record_completed(
         &mut self,
-        fence: &Fence<L>,
-        op: &Id<L>,
+        fence: &Fence<IdOf<P>>,
+        op: &IdOf<P>,
         mode: InputMode,
         finality: Finality,
         results: &[i64],
@@ -340,7 +315,12 @@ impl<
     /// assert_eq!(s.resource_request_ids(None, Some(RequestState::Reserved))?.len(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn reserve(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
+    pub fn reserve(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        stage: u32,
+        request: &IdOf<P>,
+    ) -> Result<(), Error> {
         live!(self.unclosed_mut(), "reserve", s => s.reserve(fence, stage, request))
     }
 
@@ -358,7 +338,12 @@ impl<
     /// assert_eq!(s.stage_request_ids(None)?.len(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn bind(&mut self, fence: &Fence<L>, stage: u32, request: &Id<L>) -> Result<(), Error> {
+    pub fn bind(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        stage: u32,
+        request: &IdOf<P>,
+    ) -> Result<(), Error> {
         live!(self.unclosed_mut(), "bind", s => s.bind(fence, stage, request))
     }
 
@@ -376,7 +361,7 @@ impl<
     /// assert_eq!(s.fence().epoch, 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn accept_fence(&mut self, fence: &Fence<L>) -> Result<(), Error> {
+    pub fn accept_fence(&mut self, fence: &Fence<IdOf<P>>) -> Result<(), Error> {
         live!(self.unclosed_mut(), "accept_fence", s => s.accept_fence(fence))
     }
 
@@ -396,9 +381,9 @@ impl<
     /// ```
     pub fn cancel(
         &mut self,
-        cancelled: &Fence<L>,
-        next: &Fence<L>,
-    ) -> Result<RequestIds<L, R>, Error> {
+        cancelled: &Fence<IdOf<P>>,
+        next: &Fence<IdOf<P>>,
+    ) -> Result<RequestIds<P::Tables>, Error> {
         live!(self.unclosed_mut(), "cancel", s => s.cancel(cancelled, next))
     }
 
@@ -418,8 +403,8 @@ impl<
     /// ```
     pub fn replace_configs(
         &mut self,
-        session_config: Option<SC>,
-        runtime_config: Option<RC>,
+        session_config: Option<P::SessionConfig>,
+        runtime_config: Option<P::RuntimeConfig>,
     ) -> Result<u64, Error> {
         live!(self.unclosed_mut(), "replace_configs", s => Ok(s.replace_configs(session_config, runtime_config)))
     }
@@ -431,7 +416,10 @@ impl<
     /// [`Error::WrongState`] for a closed session.
     ///
     /// See [`bind`](Self::bind).
-    pub fn stage_request_ids(&self, fence: Option<&Fence<L>>) -> Result<RequestIds<L, R>, Error> {
+    pub fn stage_request_ids(
+        &self,
+        fence: Option<&Fence<IdOf<P>>>,
+    ) -> Result<RequestIds<P::Tables>, Error> {
         unfinished!(self.unclosed(), "stage_request_ids", s => Ok(RequestIds::collect(s.stage_request_ids(fence))))
     }
 
@@ -445,9 +433,9 @@ impl<
     #[inline]
     pub fn resource_request_ids(
         &self,
-        fence: Option<&Fence<L>>,
+        fence: Option<&Fence<IdOf<P>>>,
         state: Option<RequestState>,
-    ) -> Result<RequestIds<L, R>, Error> {
+    ) -> Result<RequestIds<P::Tables>, Error> {
         unfinished!(self.unclosed(), "resource_request_ids", s => Ok(RequestIds::collect(s.resource_request_ids(fence, state))))
     }
 
@@ -467,7 +455,10 @@ impl<
     /// assert!(s.stage_request_ids(None)?.is_empty());
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_where(&mut self, released: impl Fn(&M::Id<L>) -> bool) -> Result<(), Error> {
+    pub fn release_where(
+        &mut self,
+        released: impl Fn(&<P::Tables as Tables>::StoredId) -> bool,
+    ) -> Result<(), Error> {
         unfinished!(self.unclosed_mut(), "release", s => { s.release_where(released); Ok(()) })
     }
 
@@ -487,7 +478,7 @@ impl<
     /// assert_eq!(s.kind(), StateKind::Open);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_all(&mut self) -> Result<RequestIds<L, R>, Error> {
+    pub fn release_all(&mut self) -> Result<RequestIds<P::Tables>, Error> {
         unfinished!(self.unclosed_mut(), "release_all", s => Ok(s.release_all()))
     }
 
@@ -506,23 +497,15 @@ impl<
     /// assert_eq!(s.release_fence(&f)?.len(), 1);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn release_fence(&mut self, fence: &Fence<L>) -> Result<RequestIds<L, R>, Error> {
+    pub fn release_fence(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+    ) -> Result<RequestIds<P::Tables>, Error> {
         unfinished!(self.unclosed_mut(), "release_fence", s => Ok(s.release_fence(fence)))
     }
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Typed<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> Typed<P> {
     /// The state (a vacant slot reads as closed; no operation sees one).
     pub(super) fn kind(&self) -> crate::session::state::StateKind {
         each!(self, s => s.kind(), vacant => crate::session::state::StateKind::Closed)

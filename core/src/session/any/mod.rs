@@ -9,13 +9,12 @@
 
 use super::state::{Closed, Closing, Detached, Open, StateKind};
 use super::{OpenOptions, Session};
-use crate::base::conformance::{ACTIVE_OPS, BINDINGS, COMPLETED, ID_LEN, RESOURCES, STAGE_RESULTS};
 use crate::error::{Error, FenceRule};
 use crate::fence::{Fence, Stamp};
-use crate::id::Id;
+use crate::id::IdText;
 use crate::lease::CloseReason;
+use crate::profile::{Conformance, IdOf, Profile};
 use crate::requests::RequestIds;
-use crate::storage::{Inline, Storage};
 use crate::time::Instant;
 
 /// A session in any of the four states (the rp-hal `DynPin` pattern).
@@ -52,18 +51,8 @@ use crate::time::Instant;
 /// ```
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct AnySession<
-    SC = (),
-    RC = (),
-    const R: usize = { RESOURCES },
-    const B: usize = { BINDINGS },
-    const D: usize = { COMPLETED },
-    const A: usize = { ACTIVE_OPS },
-    const L: usize = { ID_LEN },
-    const K: usize = { STAGE_RESULTS },
-    M: Storage = Inline,
-> {
-    typed: Typed<SC, RC, R, B, D, A, L, K, M>,
+pub struct AnySession<P: Profile = Conformance> {
+    typed: Typed<P>,
 }
 
 /// The typed session inside an [`AnySession`], with its close mark.
@@ -75,34 +64,15 @@ pub struct AnySession<
 /// answers only its final facts, and [`AnySession::recycle`] reuses it.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-enum Typed<
-    SC,
-    RC,
-    const R: usize,
-    const B: usize,
-    const D: usize,
-    const A: usize,
-    const L: usize,
-    const K: usize,
-    M: Storage,
-> {
-    Open(
-        Session<Open, SC, RC, R, B, D, A, L, K, M>,
-        Option<CloseReason>,
-    ),
-    Detached(
-        Session<Detached, SC, RC, R, B, D, A, L, K, M>,
-        Option<CloseReason>,
-    ),
-    Closing(
-        Session<Closing, SC, RC, R, B, D, A, L, K, M>,
-        Option<CloseReason>,
-    ),
+enum Typed<P: Profile> {
+    Open(Session<Open, P>, Option<CloseReason>),
+    Detached(Session<Detached, P>, Option<CloseReason>),
+    Closing(Session<Closing, P>, Option<CloseReason>),
     /// Only inside [`AnySession::transition`], between taking the session
     /// out and putting the next one back; no transition panics (the
     /// no-panic proof links every one), so no operation ever sees it. It
     /// keeps a fence so that `fence()` has something to lend.
-    Vacant(Fence<L>),
+    Vacant(Fence<IdOf<P>>),
 }
 
 /// Runs `$body` with `$s` bound to the typed session, whatever its state;
@@ -122,26 +92,12 @@ macro_rules! each {
 mod closing;
 mod dynamic;
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > AnySession<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> AnySession<P> {
     /// The one place where an `AnySession` changes state: `step` takes the
     /// typed session by value and returns the next one (or the same one,
     /// refused). Hosts call the transitions; this moves nothing else.
-    fn transition<T>(
-        &mut self,
-        step: impl FnOnce(Typed<SC, RC, R, B, D, A, L, K, M>) -> (Typed<SC, RC, R, B, D, A, L, K, M>, T),
-    ) -> T {
-        let fence = Fence::new(Id::UNUSED, 0);
+    fn transition<T>(&mut self, step: impl FnOnce(Typed<P>) -> (Typed<P>, T)) -> T {
+        let fence = Fence::new(IdOf::<P>::unused(), 0);
         let current = core::mem::replace(&mut self.typed, Typed::Vacant(fence));
         let (next, out) = step(current);
         self.typed = next;
@@ -184,7 +140,7 @@ impl<
     }
 
     /// The typed session, unless it is closed.
-    fn unclosed(&self) -> Option<&Typed<SC, RC, R, B, D, A, L, K, M>> {
+    fn unclosed(&self) -> Option<&Typed<P>> {
         match self.closed() {
             Some(_) => None,
             None => Some(&self.typed),
@@ -192,7 +148,7 @@ impl<
     }
 
     /// The typed session, mutably, unless it is closed.
-    fn unclosed_mut(&mut self) -> Option<&mut Typed<SC, RC, R, B, D, A, L, K, M>> {
+    fn unclosed_mut(&mut self) -> Option<&mut Typed<P>> {
         match self.closed() {
             Some(_) => None,
             None => Some(&mut self.typed),
@@ -228,7 +184,7 @@ impl<
     /// assert_eq!(s.fence(), &f);
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn fence(&self) -> &Fence<L> {
+    pub fn fence(&self) -> &Fence<IdOf<P>> {
         match &self.typed {
             Typed::Open(s, _) => s.fence(),
             Typed::Detached(s, _) => s.fence(),
@@ -263,7 +219,7 @@ impl<
     /// assert_eq!(s.id().as_str(), "s");
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn id(&self) -> &Id<L> {
+    pub fn id(&self) -> &IdOf<P> {
         &self.fence().session
     }
 
@@ -333,7 +289,7 @@ impl<
     /// assert!(matches!(s.migrate(4, Instant::ZERO), Err(Error::FenceMismatch { rule: FenceRule::Migration, .. })));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn migrate(&mut self, incarnation: u64, now: Instant) -> Result<&Fence<L>, Error> {
+    pub fn migrate(&mut self, incarnation: u64, now: Instant) -> Result<&Fence<IdOf<P>>, Error> {
         let current = self.fence().stamp();
         if self.closed().is_some() || matches!(self.typed, Typed::Vacant(_)) {
             return Err(Error::WrongState {
@@ -389,8 +345,8 @@ impl<
     /// ```
     pub fn recycle(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
         now: Instant,
     ) -> Result<(), Error> {
         if let Typed::Open(s, closed) = &mut self.typed {
@@ -409,11 +365,11 @@ impl<
     #[inline(never)]
     fn recycle_moved(
         &mut self,
-        fence: Fence<L>,
-        options: OpenOptions<SC, RC>,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
         now: Instant,
     ) -> Result<(), Error> {
-        Session::<Open, SC, RC, R, B, D, A, L, K, M>::completed_limit_of(&options)?;
+        Session::<Open, P>::completed_limit_of(&options)?;
         self.transition(|typed| {
             let open = match typed {
                 Typed::Open(s, _) => s,
@@ -446,19 +402,19 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[inline]
-    pub fn held_request_ids(&self, ids: &mut RequestIds<L, R>) {
+    pub fn held_request_ids(&self, ids: &mut RequestIds<P::Tables>) {
         match self.unclosed() {
             Some(Typed::Open(s, _)) => ids.refill(s.resource_request_ids(None, None)),
             Some(Typed::Detached(s, _)) => ids.refill(s.resource_request_ids(None, None)),
             Some(Typed::Closing(s, _)) => ids.refill(s.resource_request_ids(None, None)),
-            Some(Typed::Vacant(_)) | None => ids.refill(core::iter::empty::<&Id<L>>()),
+            Some(Typed::Vacant(_)) | None => ids.refill(core::iter::empty::<&IdOf<P>>()),
         }
     }
 
     /// The session typed as `Open`, if it is.
     ///
     /// See the type-level example.
-    pub fn as_open(&self) -> Option<&Session<Open, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_open(&self) -> Option<&Session<Open, P>> {
         match self.unclosed() {
             Some(Typed::Open(s, _)) => Some(s),
             _ => None,
@@ -468,7 +424,7 @@ impl<
     /// The session typed as `Open`, mutably, if it is.
     ///
     /// See the type-level example.
-    pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_open_mut(&mut self) -> Option<&mut Session<Open, P>> {
         match self.unclosed_mut() {
             Some(Typed::Open(s, _)) => Some(s),
             _ => None,
@@ -484,7 +440,7 @@ impl<
     /// assert_eq!(s.as_detached().map(|d| d.state().since()), Some(Instant::from_millis(4)));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_detached(&self) -> Option<&Session<Detached, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_detached(&self) -> Option<&Session<Detached, P>> {
         match self.unclosed() {
             Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
@@ -500,9 +456,7 @@ impl<
     /// s.as_detached_mut().map(|d| d.bind(&f, 0, &Id::new("late")?)).transpose()?;
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_detached_mut(
-        &mut self,
-    ) -> Option<&mut Session<Detached, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_detached_mut(&mut self) -> Option<&mut Session<Detached, P>> {
         match self.unclosed_mut() {
             Some(Typed::Detached(s, _)) => Some(s),
             _ => None,
@@ -519,7 +473,7 @@ impl<
     /// assert_eq!(s.as_closing().map(|c| c.state().reason()), Some(CloseReason::ClientClose));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_closing(&self) -> Option<&Session<Closing, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_closing(&self) -> Option<&Session<Closing, P>> {
         match self.unclosed() {
             Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
@@ -538,7 +492,7 @@ impl<
     /// assert_eq!(held.map(|ids| ids.len()), Some(1));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, SC, RC, R, B, D, A, L, K, M>> {
+    pub fn as_closing_mut(&mut self) -> Option<&mut Session<Closing, P>> {
         match self.unclosed_mut() {
             Some(Typed::Closing(s, _)) => Some(s),
             _ => None,
@@ -555,7 +509,7 @@ impl<
     /// # Ok::<(), Error>(())
     /// ```
     #[allow(clippy::result_large_err)]
-    pub fn into_open(self) -> Result<Session<Open, SC, RC, R, B, D, A, L, K, M>, Self> {
+    pub fn into_open(self) -> Result<Session<Open, P>, Self> {
         match self.typed {
             Typed::Open(s, None) => Ok(s),
             typed => Err(AnySession { typed }),
@@ -565,18 +519,18 @@ impl<
 
 macro_rules! from_typed {
     ($($state:ident),*) => {$(
-        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize, M: Storage>
-            From<Session<$state, SC, RC, R, B, D, A, L, K, M>> for Typed<SC, RC, R, B, D, A, L, K, M>
+        impl<P: Profile>
+            From<Session<$state, P>> for Typed<P>
         {
-            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K, M>) -> Self {
+            fn from(session: Session<$state, P>) -> Self {
                 Typed::$state(session, None)
             }
         }
 
-        impl<SC, RC, const R: usize, const B: usize, const D: usize, const A: usize, const L: usize, const K: usize, M: Storage>
-            From<Session<$state, SC, RC, R, B, D, A, L, K, M>> for AnySession<SC, RC, R, B, D, A, L, K, M>
+        impl<P: Profile>
+            From<Session<$state, P>> for AnySession<P>
         {
-            fn from(session: Session<$state, SC, RC, R, B, D, A, L, K, M>) -> Self {
+            fn from(session: Session<$state, P>) -> Self {
                 AnySession { typed: Typed::$state(session, None) }
             }
         }
@@ -584,22 +538,10 @@ macro_rules! from_typed {
 }
 from_typed!(Open, Detached, Closing);
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > From<Session<Closed, SC, RC, R, B, D, A, L, K, M>>
-    for AnySession<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> From<Session<Closed, P>> for AnySession<P> {
     /// A closed session keeps its storage in the `Closing` shape it was
     /// finalized from; it reads as closed.
-    fn from(session: Session<Closed, SC, RC, R, B, D, A, L, K, M>) -> Self {
+    fn from(session: Session<Closed, P>) -> Self {
         let reason = session.close_reason();
         AnySession {
             typed: Typed::Closing(session.into_state(Closing::new(reason)), Some(reason)),

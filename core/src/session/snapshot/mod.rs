@@ -9,7 +9,10 @@
 //! says what was wrong; it never panics and never builds a session that
 //! breaks an invariant of the tables, the cursor or the lease.
 
-use crate::storage::{Storage, StoredId};
+use crate::append::StageResults;
+use crate::id::IdText;
+use crate::profile::{IdOf, Profile, ResultsRow, Tables};
+use crate::storage::StoredId;
 use serde::{Deserialize, Serialize};
 
 use super::any::AnySession;
@@ -19,7 +22,6 @@ use crate::append::Cursor;
 use crate::completed::Completed;
 use crate::error::Error;
 use crate::fence::{Fence, Position};
-use crate::id::Id;
 use crate::lease::{ActiveOps, CloseReason, Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::requests::Requests;
@@ -132,47 +134,89 @@ struct ResourceImage<'a> {
     state: u8,
 }
 
-#[derive(Serialize, Deserialize)]
-struct RecordImage<'a, const K: usize> {
+/// A completed append as the image holds it (its results are a sequence,
+/// at most the profile's `STAGE_RESULTS`).
+#[derive(Serialize)]
+struct RecordImage<'a> {
     op: &'a str,
     position: PositionImage,
-    results: heapless::Vec<i64, K>,
+    results: &'a [i64],
     meta: u8,
 }
 
-/// Every field of a session, in a fixed order (the wire format of
-/// [`SNAPSHOT_VERSION`]).
-#[derive(Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "SC: Serialize, RC: Serialize",
-    deserialize = "SC: Deserialize<'de>, RC: Deserialize<'de>"
-))]
-struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K: usize> {
-    version: u8,
-    profile: [u16; 6],
-    state: StateImage,
-    session: &'a str,
-    incarnation: u64,
-    epoch: u64,
-    turn: u64,
-    response: u64,
-    idle_ttl_ms: u64,
-    grace_ms: u64,
-    generation: u64,
-    last_activity_ms: u64,
-    #[serde(borrow)]
-    active: heapless::Vec<&'a str, A>,
-    modes: u8,
-    cursor: [u64; 4],
-    #[serde(borrow)]
-    resources: heapless::Vec<ResourceImage<'a>, R>,
-    bound: u8,
-    #[serde(borrow)]
-    completed: heapless::Vec<RecordImage<'a, K>, D>,
-    completed_limit: u16,
-    config_generation: u64,
-    session_config: SC,
-    runtime_config: RC,
+/// Writes an image's fields one after another into the caller's buffer,
+/// in postcard's encoding: a struct is its fields in order, a sequence its
+/// length (a varint) and its elements. Field by field, so no sequence of a
+/// profile's capacity is built on the stack.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    at: usize,
+    needed: usize,
+}
+
+impl<'b> Out<'b> {
+    fn put<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SnapshotError> {
+        let rest = self.buf.get_mut(self.at..).unwrap_or_default();
+        let written = postcard::to_slice(value, rest)
+            .map_err(|_| SnapshotError::BufferTooSmall {
+                needed: self.needed,
+            })?
+            .len();
+        self.at += written;
+        Ok(())
+    }
+
+    fn finish(self) -> &'b mut [u8] {
+        let at = self.at;
+        self.buf.get_mut(..at).unwrap_or_default()
+    }
+}
+
+/// Reads an image's fields one after another (the inverse of [`Out`]);
+/// anything that does not decode is [`SnapshotError::Malformed`].
+#[derive(Clone, Copy)]
+struct In<'de> {
+    rest: &'de [u8],
+}
+
+impl<'de> In<'de> {
+    fn take<T: Deserialize<'de>>(&mut self) -> Result<T, SnapshotError> {
+        let (value, rest) =
+            postcard::take_from_bytes(self.rest).map_err(|_| SnapshotError::Malformed)?;
+        self.rest = rest;
+        Ok(value)
+    }
+
+    /// A sequence's length, refused beyond `capacity` (a table over
+    /// capacity is not a snapshot of this profile).
+    fn len(&mut self, capacity: usize) -> Result<usize, SnapshotError> {
+        let len: usize = self.take()?;
+        if len > capacity {
+            return Err(SnapshotError::Malformed);
+        }
+        Ok(len)
+    }
+
+    /// A completed append: its op id, position, results and meta byte.
+    fn record<T: Tables>(
+        &mut self,
+    ) -> Result<(&'de str, Position, StageResults<T>, u8), SnapshotError> {
+        let op: &'de str = self.take()?;
+        let position: PositionImage = self.take()?;
+        let count = self.len(T::STAGE_RESULTS)?;
+        let mut values = T::Results::default();
+        for slot in values.slots_mut().iter_mut().take(count) {
+            *slot = self.take()?;
+        }
+        let results = values
+            .slots()
+            .get(..count)
+            .map(StageResults::new)
+            .ok_or(SnapshotError::Malformed)?
+            .map_err(|_| SnapshotError::Malformed)?;
+        let meta: u8 = self.take()?;
+        Ok((op, Position::from(&position), results, meta))
+    }
 }
 
 /// Postcard's largest encoding of an unsigned integer of `bits` bits.
@@ -219,19 +263,7 @@ pub const fn max_snapshot_len(
         + u64v // config generation
 }
 
-impl<
-        S: State,
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > Session<S, SC, RC, R, B, D, A, L, K, M>
-{
+impl<S: State, P: Profile> Session<S, P> {
     /// The largest snapshot of this session type, when its configurations
     /// serialize to nothing: a buffer of this size always suffices, so
     /// firmware can size it statically.
@@ -243,10 +275,23 @@ impl<
     /// assert!(s.snapshot(&mut buf).is_ok());
     /// # Ok::<(), Box<dyn core::error::Error>>(())
     /// ```
-    pub const SNAPSHOT_MAX: usize = max_snapshot_len(R, D, A, L, K);
+    pub const SNAPSHOT_MAX: usize = max_snapshot_len(
+        <P::Tables as Tables>::RESOURCES,
+        <P::Tables as Tables>::COMPLETED,
+        <P::Tables as Tables>::ACTIVE_OPS,
+        <P::Tables as Tables>::ID_LEN,
+        <P::Tables as Tables>::STAGE_RESULTS,
+    );
 
     /// This type's capacity profile as an image records it.
-    const PROFILE: [u16; 6] = [R as u16, B as u16, D as u16, A as u16, L as u16, K as u16];
+    const PROFILE: [u16; 6] = [
+        <P::Tables as Tables>::RESOURCES as u16,
+        <P::Tables as Tables>::BINDINGS as u16,
+        <P::Tables as Tables>::COMPLETED as u16,
+        <P::Tables as Tables>::ACTIVE_OPS as u16,
+        <P::Tables as Tables>::ID_LEN as u16,
+        <P::Tables as Tables>::STAGE_RESULTS as u16,
+    ];
 
     /// Writes the session's image into `buf` and returns the written part.
     ///
@@ -271,8 +316,8 @@ impl<
     pub fn snapshot<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], SnapshotError>
     where
         S: Unfinished,
-        SC: Serialize,
-        RC: Serialize,
+        P::SessionConfig: Serialize,
+        P::RuntimeConfig: Serialize,
     {
         let state = match (self.state.detached_at(), self.state.close_reason()) {
             (Some(since), _) => StateImage::Detached {
@@ -283,76 +328,63 @@ impl<
             },
             (None, None) => StateImage::Open,
         };
-        let mut active = heapless::Vec::new();
+        let (seq, turn_seq, key_turn, key_response) = self.cursor.parts();
+        let mut out = Out {
+            buf,
+            at: 0,
+            needed: Self::SNAPSHOT_MAX,
+        };
+        out.put(&SNAPSHOT_VERSION)?;
+        out.put(&Self::PROFILE)?;
+        out.put(&state)?;
+        out.put(self.fence.session.as_str())?;
+        out.put(&self.fence.incarnation)?;
+        out.put(&self.fence.epoch)?;
+        out.put(&self.fence.turn)?;
+        out.put(&self.fence.response)?;
+        out.put(&self.lease.config.idle_ttl().map_or(0, Duration::as_millis))?;
+        out.put(&self.lease.config.disconnect_grace().as_millis())?;
+        out.put(&self.lease.generation)?;
+        out.put(&self.lease.last_activity.as_millis())?;
+        out.put(&self.lease.active.len())?;
         for op in self.lease.active.iter() {
-            let _ = active.push(op.as_str());
+            out.put(op.text())?;
         }
-        let mut resources = heapless::Vec::new();
+        out.put(&self.completed.modes().bits())?;
+        out.put(&[seq, turn_seq, key_turn, key_response])?;
+        out.put(&self.requests.rows().count())?;
         for row in self.requests.rows() {
-            let _ = resources.push(ResourceImage {
+            out.put(&ResourceImage {
                 stage: row.stage,
-                request: row.request.as_str(),
+                request: row.request.text(),
                 position: row.position.into(),
                 state: row.state_byte(),
-            });
+            })?;
         }
-        let mut completed = heapless::Vec::new();
+        out.put(&self.requests.bound())?;
+        out.put(&self.completed.len())?;
         for (op, position, results, meta) in self.completed.records() {
-            let _ = completed.push(RecordImage::<K> {
-                op: op.as_str(),
+            out.put(&RecordImage {
+                op: op.text(),
                 position: position.into(),
-                results: heapless::Vec::from_slice(results).unwrap_or_default(),
+                results,
                 meta,
-            });
+            })?;
         }
-        let (seq, turn_seq, key_turn, key_response) = self.cursor.parts();
-        let image = Image::<'_, &SC, &RC, R, D, A, K> {
-            version: SNAPSHOT_VERSION,
-            profile: Self::PROFILE,
-            state,
-            session: self.fence.session.as_str(),
-            incarnation: self.fence.incarnation,
-            epoch: self.fence.epoch,
-            turn: self.fence.turn,
-            response: self.fence.response,
-            idle_ttl_ms: self.lease.config.idle_ttl().map_or(0, Duration::as_millis),
-            grace_ms: self.lease.config.disconnect_grace().as_millis(),
-            generation: self.lease.generation,
-            last_activity_ms: self.lease.last_activity.as_millis(),
-            active,
-            modes: self.completed.modes().bits(),
-            cursor: [seq, turn_seq, key_turn, key_response],
-            resources,
-            bound: self.requests.bound(),
-            completed,
-            completed_limit: u16::try_from(self.completed.limit()).unwrap_or(u16::MAX),
-            config_generation: self.config_generation,
-            session_config: &self.session_config,
-            runtime_config: &self.runtime_config,
-        };
-        postcard::to_slice(&image, buf).map_err(|_| SnapshotError::BufferTooSmall {
-            needed: Self::SNAPSHOT_MAX,
-        })
+        out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
+        out.put(&self.config_generation)?;
+        out.put(&self.session_config)?;
+        out.put(&self.runtime_config)?;
+        Ok(out.finish())
     }
 }
 
 /// An id from an image.
-fn id<const L: usize>(text: &str) -> Result<Id<L>, SnapshotError> {
-    Id::new(text).map_err(SnapshotError::Invalid)
+fn id<I: IdText>(text: &str) -> Result<I, SnapshotError> {
+    I::new(text).map_err(SnapshotError::Invalid)
 }
 
-impl<
-        SC,
-        RC,
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M: Storage,
-    > AnySession<SC, RC, R, B, D, A, L, K, M>
-{
+impl<P: Profile> AnySession<P> {
     /// Writes the image of the session, whatever its state but `Closed`.
     ///
     /// # Errors
@@ -373,8 +405,8 @@ impl<
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn snapshot<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], SnapshotError>
     where
-        SC: Serialize,
-        RC: Serialize,
+        P::SessionConfig: Serialize,
+        P::RuntimeConfig: Serialize,
     {
         if let Some(s) = self.as_open() {
             s.snapshot(buf)
@@ -398,12 +430,11 @@ impl<
     ///
     /// ```
     /// # use duplex_core::*;
-    /// # use duplex_core::profile::DeviceSession;
-    /// type Device = AnySession<(), (), 4, 2, 4, 2, 16, 2>;
-    /// let s = DeviceSession::open_with_capacities(Fence::new(Id::new("mic")?, 0), OpenOptions::default(), Instant::ZERO)?;
-    /// let mut buf = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+    /// use duplex_core::profile::Device;
+    /// let s = Session::<Open, Device>::open_with_capacities(Fence::new(Id::new("mic")?, 0), OpenOptions::default(), Instant::ZERO)?;
+    /// let mut buf = [0u8; Session::<Open, Device>::SNAPSHOT_MAX];
     /// let image = s.snapshot(&mut buf)?;
-    /// assert!(Device::restore_with_capacities(image).is_ok());
+    /// assert!(AnySession::<Device>::restore_with_capacities(image).is_ok());
     /// // An image of one profile is refused by another.
     /// assert!(matches!(AnySession::restore(image), Err(SnapshotError::Profile { .. })));
     /// # Ok::<(), Box<dyn core::error::Error>>(())
@@ -411,41 +442,75 @@ impl<
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn restore_with_capacities<'de>(bytes: &'de [u8]) -> Result<Self, SnapshotError>
     where
-        SC: Deserialize<'de>,
-        RC: Deserialize<'de>,
+        P::SessionConfig: Deserialize<'de>,
+        P::RuntimeConfig: Deserialize<'de>,
     {
         // The header first: an image of another version or profile is named
         // as such even when the rest would not parse as this type's.
-        let ((version, profile), _) = postcard::take_from_bytes::<(u8, [u16; 6])>(bytes)
-            .map_err(|_| SnapshotError::Malformed)?;
+        let mut input = In { rest: bytes };
+        let version: u8 = input.take()?;
+        let profile = input.take::<[u16; 6]>();
         if version != SNAPSHOT_VERSION {
             return Err(SnapshotError::Version {
                 found: version,
                 expected: SNAPSHOT_VERSION,
             });
         }
-        let expected = Session::<Open, SC, RC, R, B, D, A, L, K, M>::PROFILE;
+        let profile = profile?;
+        let expected = Session::<Open, P>::PROFILE;
         if profile != expected {
             return Err(SnapshotError::Profile {
                 found: profile,
                 expected,
             });
         }
-        let image: Image<'de, SC, RC, R, D, A, K> =
-            postcard::from_bytes(bytes).map_err(|_| SnapshotError::Malformed)?;
+        // The structure first: bytes that do not decode are malformed
+        // whatever their values; then the values, in the session's order.
+        let state: StateImage = input.take()?;
+        let session: &str = input.take()?;
+        let [incarnation, epoch, turn, response]: [u64; 4] =
+            [input.take()?, input.take()?, input.take()?, input.take()?];
+        let idle_ttl_ms: u64 = input.take()?;
+        let grace_ms: u64 = input.take()?;
+        let generation: u64 = input.take()?;
+        let last_activity_ms: u64 = input.take()?;
+        let active_count = input.len(<P::Tables as Tables>::ACTIVE_OPS)?;
+        let active_at = input;
+        for _ in 0..active_count {
+            input.take::<&str>()?;
+        }
+        let modes: u8 = input.take()?;
+        let [seq, turn_seq, key_turn, key_response]: [u64; 4] = input.take()?;
+        let count = input.len(<P::Tables as Tables>::RESOURCES)?;
+        let first = input;
+        for _ in 0..count {
+            input.take::<ResourceImage<'de>>()?;
+        }
+        let bound: u8 = input.take()?;
+        let count_records = input.len(<P::Tables as Tables>::COMPLETED)?;
+        let records_at = input;
+        for _ in 0..count_records {
+            input.record::<P::Tables>()?;
+        }
+        let completed_limit: u16 = input.take()?;
+        let config_generation: u64 = input.take()?;
+        let session_config: P::SessionConfig = input.take()?;
+        let runtime_config: P::RuntimeConfig = input.take()?;
+
         let fence = Fence {
-            session: id(image.session)?,
-            incarnation: image.incarnation,
-            epoch: image.epoch,
-            turn: image.turn,
-            response: image.response,
+            session: id(session)?,
+            incarnation,
+            epoch,
+            turn,
+            response,
         };
-        let idle = (image.idle_ttl_ms != 0).then(|| Duration::from_millis(image.idle_ttl_ms));
-        let config = LeaseConfig::new(idle, Duration::from_millis(image.grace_ms))
+        let idle = (idle_ttl_ms != 0).then(|| Duration::from_millis(idle_ttl_ms));
+        let config = LeaseConfig::new(idle, Duration::from_millis(grace_ms))
             .map_err(SnapshotError::Invalid)?;
         let mut active = ActiveOps::new();
-        for op in &image.active {
-            let op = id(op)?;
+        let mut again = active_at;
+        for _ in 0..active_count {
+            let op = id(again.take::<&str>()?)?;
             if active.contains(&op) {
                 return Err(SnapshotError::Inconsistent(
                     "an active operation appears twice",
@@ -455,27 +520,31 @@ impl<
         }
         let lease = Lease {
             config,
-            generation: image.generation,
-            last_activity: Instant::from_millis(image.last_activity_ms),
+            generation,
+            last_activity: Instant::from_millis(last_activity_ms),
             active,
         };
-        let modes = Modes::from_bits(image.modes)
-            .ok_or(SnapshotError::Inconsistent("unknown input modes"))?;
-        let [seq, turn_seq, key_turn, key_response] = image.cursor;
+        let modes =
+            Modes::from_bits(modes).ok_or(SnapshotError::Inconsistent("unknown input modes"))?;
         let cursor = Cursor::from_parts(seq, turn_seq, key_turn, key_response).ok_or(
             SnapshotError::Inconsistent("an append cursor that cannot arise"),
         )?;
-        let mut rows = heapless::Vec::<_, R>::new();
-        for r in &image.resources {
-            let _ = rows.push((
+        let mut again = first;
+        for _ in 0..count {
+            id::<IdOf<P>>(again.take::<ResourceImage<'de>>()?.request)?;
+        }
+        let mut again = first;
+        let rows = (0..count).filter_map(|_| {
+            let r: ResourceImage<'de> = again.take().ok()?;
+            Some((
                 r.stage,
-                id(r.request)?,
+                id(r.request).ok()?,
                 Position::from(&r.position),
                 r.state,
-            ));
-        }
-        let requests = Requests::<R, B, L, M>::from_rows(rows.into_iter(), image.bound)
-            .map_err(SnapshotError::Inconsistent)?;
+            ))
+        });
+        let requests =
+            Requests::<P::Tables>::from_rows(rows, bound).map_err(SnapshotError::Inconsistent)?;
         // `bind` accepts its fence, and the fence never moves backwards, so
         // a binding is never ahead of the session: one that is was bound
         // under a fence this session never held (another session's).
@@ -485,21 +554,17 @@ impl<
                 "a binding ahead of the session's fence, bound under a fence this session never held",
             ));
         }
-        let mut records = heapless::Vec::<_, D>::new();
-        for r in &image.completed {
-            let _ = records.push((
-                id(r.op)?,
-                Position::from(&r.position),
-                r.results.as_slice(),
-                r.meta,
-            ));
+        let mut again = records_at;
+        for _ in 0..count_records {
+            id::<IdOf<P>>(again.record::<P::Tables>()?.0)?;
         }
-        let completed = Completed::<D, L, K, M>::from_records(
-            image.completed_limit,
-            modes,
-            records.into_iter(),
-        )
-        .map_err(SnapshotError::Inconsistent)?;
+        let mut again = records_at;
+        let records = (0..count_records).filter_map(|_| {
+            let (op, position, results, meta) = again.record::<P::Tables>().ok()?;
+            Some((id(op).ok()?, position, results, meta))
+        });
+        let completed = Completed::<P::Tables>::from_records(completed_limit, modes, records)
+            .map_err(SnapshotError::Inconsistent)?;
         let session = Session {
             state: Open,
             fence,
@@ -507,11 +572,11 @@ impl<
             cursor,
             requests,
             completed,
-            config_generation: image.config_generation,
-            session_config: image.session_config,
-            runtime_config: image.runtime_config,
+            config_generation,
+            session_config,
+            runtime_config,
         };
-        match image.state {
+        match state {
             StateImage::Open => Ok(AnySession::from(session)),
             // Any instant: the core takes `now` from its caller and does
             // not require it to be monotonic, so none is impossible.

@@ -9,12 +9,59 @@ use std::vec::Vec;
 
 use super::*;
 use crate::append::Finality;
+use crate::id::Id;
 use crate::lease::Activity;
 use crate::mode::InputMode;
 use crate::requests::RequestState;
 use crate::OpenOptions;
 
 type Any = AnySession;
+
+#[derive(Serialize, Deserialize)]
+struct RecordImage<'a, const K: usize> {
+    op: &'a str,
+    position: PositionImage,
+    results: heapless::Vec<i64, K>,
+    meta: u8,
+}
+
+/// Every field of a session, in a fixed order (the wire format of
+/// [`SNAPSHOT_VERSION`]), as serde derives it: the tests break images
+/// field by field, and the module's own field-by-field writer must match
+/// this byte for byte.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "SC: Serialize, RC: Serialize",
+    deserialize = "SC: Deserialize<'de>, RC: Deserialize<'de>"
+))]
+struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K: usize> {
+    version: u8,
+    profile: [u16; 6],
+    state: StateImage,
+    session: &'a str,
+    incarnation: u64,
+    epoch: u64,
+    turn: u64,
+    response: u64,
+    idle_ttl_ms: u64,
+    grace_ms: u64,
+    generation: u64,
+    last_activity_ms: u64,
+    #[serde(borrow)]
+    active: heapless::Vec<&'a str, A>,
+    modes: u8,
+    cursor: [u64; 4],
+    #[serde(borrow)]
+    resources: heapless::Vec<ResourceImage<'a>, R>,
+    bound: u8,
+    #[serde(borrow)]
+    completed: heapless::Vec<RecordImage<'a, K>, D>,
+    completed_limit: u16,
+    config_generation: u64,
+    session_config: SC,
+    runtime_config: RC,
+}
+
 const MAX: usize = Session::<Open>::SNAPSHOT_MAX;
 
 fn id(s: &str) -> Id {

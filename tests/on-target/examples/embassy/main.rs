@@ -19,7 +19,7 @@
 
 mod driver;
 
-use duplex_core::profile::{device, DeviceAnySession, DeviceSession};
+use duplex_core::profile::{device, Device as DeviceProfile};
 use duplex_core::*;
 use duplex_flash::{buffer_len, SnapshotFlash};
 use duplex_on_target::hostflash::{HostFlash, PAGE, PAGES, WORD};
@@ -27,9 +27,10 @@ use duplex_on_target::{exit, hprintln, CORE_HZ};
 use embassy_executor::Spawner;
 use embassy_time::Timer;
 
-type Device = DeviceAnySession<(), ()>;
-type DFence = Fence<{ device::ID_LEN }>;
-type Store = SnapshotFlash<HostFlash, { buffer_len(DeviceSession::<Open>::SNAPSHOT_MAX, WORD) }>;
+type Device = duplex_core::AnySession<DeviceProfile>;
+type DFence = Fence<Id<{ device::ID_LEN }>>;
+type Store =
+    SnapshotFlash<HostFlash, { buffer_len(Session::<Open, DeviceProfile>::SNAPSHOT_MAX, WORD) }>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -42,7 +43,7 @@ fn flash_error() -> Error {
 
 /// Saves `s` after the state change `what`.
 async fn save(store: &mut Store, s: &Device, what: &str) -> Result<(), Error> {
-    let mut image = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+    let mut image = [0u8; Session::<Open, DeviceProfile>::SNAPSHOT_MAX];
     let image = s.snapshot(&mut image).map_err(|_| flash_error())?;
     let saved = store.save(image).await.map_err(|_| flash_error())?;
     hprintln!(
@@ -72,7 +73,7 @@ async fn life(store: &mut Store) -> Result<(), Error> {
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let mut s = Device::from(DeviceSession::open_with_capacities(
+    let mut s = Device::from(Session::<Open, DeviceProfile>::open_with_capacities(
         turn0.clone(),
         opts,
         clock.now(),

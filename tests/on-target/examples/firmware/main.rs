@@ -30,20 +30,20 @@ mod clock;
 use core::mem::MaybeUninit;
 
 use clock::SysTickClock;
-use duplex_core::profile::{device, DeviceSession};
+use duplex_core::profile::{device, Device as DeviceProfile};
 use duplex_core::*;
 use duplex_flash::{buffer_len, SnapshotFlash};
 use duplex_on_target::hostflash::{HostFlash, PAGE, PAGES, WORD};
 use duplex_on_target::{entry, exit, hprintln, CORE_HZ};
 use embassy_futures::block_on;
 
-type Device = duplex_core::profile::DeviceAnySession;
-type DFence = Fence<{ device::ID_LEN }>;
+type Device = duplex_core::AnySession<DeviceProfile>;
+type DFence = Fence<Id<{ device::ID_LEN }>>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 const CHUNK_MS: u64 = 20;
 const MAGIC: u32 = 0xD00B_1E5E;
-const IMAGE_MAX: usize = DeviceSession::<Open>::SNAPSHOT_MAX;
+const IMAGE_MAX: usize = Session::<Open, DeviceProfile>::SNAPSHOT_MAX;
 
 /// The session in flash: saved at each state change, loaded at a cold boot.
 struct Kept {
@@ -89,7 +89,7 @@ struct Saved {
     magic: u32,
     len: u32,
     millis: u64,
-    image: [u8; DeviceSession::<Open>::SNAPSHOT_MAX],
+    image: [u8; Session::<Open, DeviceProfile>::SNAPSHOT_MAX],
 }
 
 // Not zeroed by cortex-m-rt at start-up and not reloaded by a reset: the
@@ -128,7 +128,7 @@ fn before_reset(clock: &SysTickClock, kept: &mut Kept) -> Result<(), Error> {
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let mut s = Device::from(DeviceSession::open_with_capacities(
+    let mut s = Device::from(Session::<Open, DeviceProfile>::open_with_capacities(
         turn0.clone(),
         opts,
         clock.now(),
@@ -236,7 +236,8 @@ fn carry_on(s: &mut Device, clock: &SysTickClock, how: &str) -> Result<(DFence, 
         how,
         f.session.as_str(),
         f.epoch,
-        s.as_open().map_or(0, DeviceSession::input_seq),
+        s.as_open()
+            .map_or(0, duplex_core::Session::<Open, DeviceProfile>::input_seq),
         s.lease_generation()
     );
     let seq = stream(s, &f, clock, 5)?;
@@ -257,7 +258,7 @@ fn after_power_cut(
         Device::restore_with_capacities(&kept.image[..image_len]).map_err(|_| flash_error())?;
     let since = s
         .as_open()
-        .map(DeviceSession::last_activity)
+        .map(duplex_core::Session::<Open, DeviceProfile>::last_activity)
         .unwrap_or(Instant::ZERO);
     let clock = start.insert(SysTickClock::start(syst, CORE_HZ, since.as_millis()));
     let (f, seq) = carry_on(&mut s, clock, "cold boot, from flash: ")?;

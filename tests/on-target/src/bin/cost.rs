@@ -14,10 +14,11 @@
 use core::hint::black_box;
 
 use cortex_m::peripheral::SYST;
+use duplex_core::profile::Device as DeviceProfile;
 use duplex_core::*;
 use duplex_on_target::{entry, exit, hprintln, icount, BOARD, CORE_HZ};
 
-type Device = duplex_core::profile::DeviceAnySession;
+type Device = duplex_core::AnySession<DeviceProfile>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 const REPS: u32 = 1_000;
@@ -32,7 +33,7 @@ macro_rules! profile {
         let syst: &mut SYST = $syst;
         let slot: &'static mut Option<$Any> =
             cortex_m::singleton!(: Option<$Any> = None).expect("once");
-        let f = Fence::<$L>::new(Id::new("mic").expect("id"), 1);
+        let f = Fence::<Id<$L>>::new(Id::new("mic").expect("id"), 1);
         let req = Id::<$L>::new("tts").expect("id");
         let op = Id::<$L>::new("op").expect("id");
         let opts = || OpenOptions::default().modes(Modes::only(AUDIO));
@@ -51,7 +52,7 @@ macro_rules! profile {
                 let _ = slot.as_mut().map(|s| { let _ = s.bind(&now, 0, &req); s.cancel(&now, &f.clone().with_epoch(epoch)).map(|ids| ids.len()) });
             })),
             ("open + close", per_op(syst, |i| {
-                let g = Fence::<$L>::new(Id::new("mic").expect("id"), u64::from(i) + 2);
+                let g = Fence::<Id<$L>>::new(Id::new("mic").expect("id"), u64::from(i) + 2);
                 let _ = slot.as_mut().map(|s| { let cur = s.fence().clone(); let _ = s.close(&cur, CloseReason::ClientClose); s.recycle(g, opts(), Instant::ZERO) });
             })),
         ];

@@ -13,7 +13,8 @@
 use core::hint::black_box;
 
 use cortex_m::peripheral::SYST;
-use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::profile::Device;
+use duplex_core::{AnySession, Session};
 use duplex_core::{Fence, Id, InputMode, Instant, Modes, Open, OpenOptions};
 use duplex_flash::{buffer_len, SnapshotFlash};
 use duplex_on_target::{entry, exit, hprintln, icount, stack, BOARD};
@@ -25,7 +26,7 @@ use embedded_storage_async::nor_flash::{
 const PAGE: usize = 1024;
 const PAGES: usize = 4;
 const WORD: usize = 4;
-const BUF: usize = buffer_len(DeviceSession::<Open>::SNAPSHOT_MAX, WORD);
+const BUF: usize = buffer_len(Session::<Open, Device>::SNAPSHOT_MAX, WORD);
 const REPS: u32 = 100;
 
 /// NOR flash in RAM: a write clears bits, an erase sets a page.
@@ -108,7 +109,7 @@ fn main() -> ! {
     let Some(store) = store.as_mut() else {
         exit(false)
     };
-    let Some(image) = cortex_m::singleton!(: [u8; DeviceSession::<Open>::SNAPSHOT_MAX] = [0; DeviceSession::<Open>::SNAPSHOT_MAX])
+    let Some(image) = cortex_m::singleton!(: [u8; Session::<Open, Device>::SNAPSHOT_MAX] = [0; Session::<Open, Device>::SNAPSHOT_MAX])
     else {
         exit(false)
     };
@@ -117,7 +118,8 @@ fn main() -> ! {
     };
     let fence = Fence::new(id, 1);
     let opts = OpenOptions::default().modes(Modes::only(InputMode::AppendAudioChunk));
-    let Ok(mut session) = DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO)
+    let Ok(mut session) =
+        Session::<Open, Device>::open_with_capacities(fence.clone(), opts, Instant::ZERO)
     else {
         exit(false)
     };
@@ -137,7 +139,7 @@ fn main() -> ! {
     .1;
     let load_stack = stack::measure(|| {
         let ok = match block_on(store.load()) {
-            Ok(Some(bytes)) => DeviceAnySession::<(), ()>::restore_with_capacities(bytes).is_ok(),
+            Ok(Some(bytes)) => AnySession::<Device>::restore_with_capacities(bytes).is_ok(),
             _ => false,
         };
         restored.set(ok);
@@ -149,7 +151,7 @@ fn main() -> ! {
     });
     let load_instructions = per_op(syst, |_| {
         if let Ok(Some(bytes)) = block_on(store.load()) {
-            black_box(DeviceAnySession::<(), ()>::restore_with_capacities(bytes).is_ok());
+            black_box(AnySession::<Device>::restore_with_capacities(bytes).is_ok());
         }
     });
     hprintln!("| board | image | operation | stack | instructions |");

@@ -12,7 +12,7 @@ use duplex_on_target::{entry, exit};
 
 #[cfg(feature = "core")]
 fn life() -> u64 {
-    use duplex_core::profile::{device, DeviceSession};
+    use duplex_core::profile::{device, Device as DeviceProfile};
     use duplex_core::*;
     const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -26,7 +26,9 @@ fn life() -> u64 {
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let Ok(mut s) = DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO) else {
+    let Ok(mut s) =
+        Session::<Open, DeviceProfile>::open_with_capacities(fence.clone(), opts, Instant::ZERO)
+    else {
         return 0;
     };
     let mut seq = 0;
@@ -49,8 +51,8 @@ fn life() -> u64 {
     };
     #[cfg(feature = "serde")]
     let s = {
-        type Device = duplex_core::profile::DeviceAnySession;
-        let mut buf = [0u8; DeviceSession::<Open>::SNAPSHOT_MAX];
+        type Device = duplex_core::AnySession<DeviceProfile>;
+        let mut buf = [0u8; Session::<Open, DeviceProfile>::SNAPSHOT_MAX];
         let Ok(image) = s.snapshot(black_box(&mut buf)) else {
             return 0;
         };

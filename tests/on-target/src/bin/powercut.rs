@@ -14,7 +14,8 @@
 #![no_main]
 #![deny(unsafe_code)]
 
-use duplex_core::profile::{DeviceAnySession, DeviceSession};
+use duplex_core::profile::Device;
+use duplex_core::{AnySession, Session};
 use duplex_core::{
     Duration, Fence, Id, InputMode, Instant, LeaseConfig, Modes, Open, OpenOptions, StateKind,
 };
@@ -22,7 +23,7 @@ use duplex_flash::{buffer_len, SnapshotFlash};
 use duplex_on_target::hostflash::{HostFlash, PAGE, PAGES, WORD};
 use duplex_on_target::{entry, exit, hprintln};
 use embassy_futures::block_on;
-const IMAGE_MAX: usize = DeviceSession::<Open>::SNAPSHOT_MAX;
+const IMAGE_MAX: usize = Session::<Open, Device>::SNAPSHOT_MAX;
 const BUF: usize = buffer_len(IMAGE_MAX, WORD);
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -50,7 +51,7 @@ fn main() -> ! {
     };
     let fence = Fence::new(id, 0);
     let restored = match block_on(store.load()) {
-        Ok(Some(image)) => match DeviceAnySession::<(), ()>::restore_with_capacities(image) {
+        Ok(Some(image)) => match AnySession::<Device>::restore_with_capacities(image) {
             Ok(s) => Some(s),
             Err(e) => {
                 hprintln!("boot: the stored image was refused: {}", e);
@@ -92,7 +93,8 @@ fn main() -> ! {
             let opts = OpenOptions::default()
                 .modes(Modes::only(AUDIO))
                 .lease(lease);
-            match DeviceSession::open_with_capacities(fence.clone(), opts, Instant::ZERO) {
+            match Session::<Open, Device>::open_with_capacities(fence.clone(), opts, Instant::ZERO)
+            {
                 Ok(s) => s,
                 Err(_) => exit(false),
             }
@@ -108,11 +110,11 @@ fn main() -> ! {
         // Every 7th chunk the link drops: saved detached, then resumed.
         let any = if n % 7 == 0 {
             match session.detach(&fence, Instant::ZERO) {
-                Ok(d) => DeviceAnySession::<(), ()>::from(d),
+                Ok(d) => AnySession::<Device>::from(d),
                 Err(_) => exit(false),
             }
         } else {
-            DeviceAnySession::<(), ()>::from(session)
+            AnySession::<Device>::from(session)
         };
         let Ok(bytes) = any.snapshot(&mut image) else {
             exit(false)

@@ -5,10 +5,11 @@
 #![no_std]
 #![no_main]
 
+use duplex_core::profile::Device as DeviceProfile;
 use duplex_core::*;
 use duplex_on_target::{entry, exit, hprintln, stack};
 
-type Device = duplex_core::profile::DeviceAnySession;
+type Device = duplex_core::AnySession<DeviceProfile>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -22,7 +23,7 @@ macro_rules! profile {
         let slot: &'static mut Option<$Any> =
             cortex_m::singleton!(: Option<$Any> = None).expect("once");
         let image: &mut [u8] = $buf;
-        let f = Fence::<$L>::new(Id::new("mic").expect("id"), 1);
+        let f = Fence::<Id<$L>>::new(Id::new("mic").expect("id"), 1);
         let req = Id::<$L>::new("tts").expect("id");
         let op = Id::<$L>::new("gen").expect("id");
         let opts = || OpenOptions::default().modes(Modes::only(AUDIO));
