@@ -40,14 +40,14 @@
 //!
 //! ## Capacities
 //!
-//! Every table is fixed-capacity, chosen with const generics whose defaults
-//! are the conformance profile; [`profile`] names each profile's constants
-//! in one table. An operation that would exceed a table fails with
+//! Every table is fixed-capacity. A session's one [`profile::Profile`]
+//! parameter names its capacities (the default is the conformance
+//! profile); [`profile`] lists each profile's constants in one table. An operation that would exceed a table fails with
 //! [`Error::Full`] and changes nothing. The tables are stored column by
 //! column, so a default-profile session is at most 1,488 bytes (checked at
 //! compile time).
 //!
-//! Where the rows live is the last generic parameter, a [`storage`] kind:
+//! Where the rows live is the profile's last parameter, a [`storage`] kind:
 //! inline arrays by default (no allocation, ever), or, with the `alloc`
 //! feature, `storage::Heap`, whose tables and ids are as large as what the
 //! session holds, up to the same capacities.

@@ -64,8 +64,8 @@ pub struct ManagerConfig {
 /// ids are anything `AsRef<str>`: the [`Id`](duplex_core::Id)s the manager hands out go
 /// straight back in, and so does `&str`.
 ///
-/// Generic parameters: the clock `C`, the opaque configurations `SC`/`RC`,
-/// and the capacity profile of [`Session`].
+/// Generic parameters: the clock `C` and the sessions' profile `P`
+/// ([`duplex_core::profile`]: their configurations and capacities).
 ///
 /// # Examples
 ///
@@ -132,7 +132,7 @@ impl<C: Clock> SessionManager<C> {
 }
 
 impl<C: Clock, P: Profile> SessionManager<C, P> {
-    /// An empty manager for any configuration types and capacity profile,
+    /// An empty manager for any profile (configuration types and capacities),
     /// named by the type.
     ///
     /// # Errors

@@ -173,7 +173,7 @@ impl<C: Clock> SharedManager<C> {
 }
 
 impl<C: Clock, P: Profile> SharedManager<C, P> {
-    /// A shared manager for any configuration types and capacity profile
+    /// A shared manager for any profile (configuration types and capacities)
     /// (named by the type), with `shards` shards (at least one).
     ///
     /// # Errors
