@@ -183,119 +183,60 @@ pub struct Capacities<
     M = Inline,
 >(PhantomData<fn() -> M>);
 
-impl<
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M,
-    > fmt::Debug for Capacities<R, B, D, A, L, K, M>
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Capacities<{R}, {B}, {D}, {A}, {L}, {K}>")
-    }
+/// Implements each trait for every [`Capacities`]: a zero-sized marker has
+/// them whatever its storage `M` is (a derive would ask `M` for each).
+macro_rules! for_capacities {
+    ($($(#[$attr:meta])* $trait:path { $($body:tt)* })*) => {$(
+        $(#[$attr])*
+        impl<
+                const R: usize,
+                const B: usize,
+                const D: usize,
+                const A: usize,
+                const L: usize,
+                const K: usize,
+                M,
+            > $trait for Capacities<R, B, D, A, L, K, M>
+        {
+            $($body)*
+        }
+    )*};
 }
 
-/// The traits a value type derives ask of its type parameters; a
-/// [`Capacities`] is a marker, so it has them whatever `M` is.
-macro_rules! marker_traits {
-    () => {
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > Clone for Capacities<R, B, D, A, L, K, M>
-        {
-            fn clone(&self) -> Self {
-                *self
-            }
+for_capacities! {
+    fmt::Debug {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Capacities<{R}, {B}, {D}, {A}, {L}, {K}>")
         }
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > Copy for Capacities<R, B, D, A, L, K, M>
-        {
+    }
+    #[cfg(feature = "defmt")]
+    defmt::Format {
+        fn format(&self, f: defmt::Formatter<'_>) {
+            defmt::write!(f, "Capacities<{}, {}, {}, {}, {}, {}>", R, B, D, A, L, K);
         }
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > PartialEq for Capacities<R, B, D, A, L, K, M>
-        {
-            fn eq(&self, _: &Self) -> bool {
-                true
-            }
+    }
+    Clone {
+        fn clone(&self) -> Self {
+            *self
         }
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > Eq for Capacities<R, B, D, A, L, K, M>
-        {
+    }
+    Copy {}
+    PartialEq {
+        fn eq(&self, _: &Self) -> bool {
+            true
         }
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > Hash for Capacities<R, B, D, A, L, K, M>
-        {
-            fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
+    }
+    Eq {}
+    Hash {
+        fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
+    }
+    Default {
+        fn default() -> Self {
+            Capacities(PhantomData)
         }
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > Default for Capacities<R, B, D, A, L, K, M>
-        {
-            fn default() -> Self {
-                Capacities(PhantomData)
-            }
-        }
-        #[cfg(feature = "defmt")]
-        impl<
-                const R: usize,
-                const B: usize,
-                const D: usize,
-                const A: usize,
-                const L: usize,
-                const K: usize,
-                M,
-            > defmt::Format for Capacities<R, B, D, A, L, K, M>
-        {
-            fn format(&self, f: defmt::Formatter<'_>) {
-                defmt::write!(f, "Capacities<{}, {}, {}, {}, {}, {}>", R, B, D, A, L, K);
-            }
-        }
-    };
+    }
+    sealed::Sealed {}
 }
-marker_traits!();
 
 impl<
         const R: usize,
@@ -318,18 +259,6 @@ impl<
         assert!(K <= 7, "K (stage results) must be at most 7");
         assert!(L >= 1 && L <= 255, "L (id bytes) must be 1..=255");
     };
-}
-
-impl<
-        const R: usize,
-        const B: usize,
-        const D: usize,
-        const A: usize,
-        const L: usize,
-        const K: usize,
-        M,
-    > sealed::Sealed for Capacities<R, B, D, A, L, K, M>
-{
 }
 
 impl<
