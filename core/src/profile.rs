@@ -71,7 +71,9 @@ mod sealed {
 }
 
 /// What a session holds: the configurations a host keeps on it, and the
-/// capacities and storage of its tables.
+/// capacities and storage of its tables. A profile is `Debug` (derive it on
+/// the marker type), and so are its configurations, so that every session
+/// and manager of it is.
 ///
 /// ```
 /// use duplex_core::profile::{Capacities, Profile, Server};
