@@ -4,7 +4,10 @@
 //! sessions of a voice server by id, admits and reaps them, cleans up after
 //! failed engine requests, and offers a dynamic API (lifecycle checked at run
 //! time, `wrong_state`) beside typed access (checked at compile time).
-//! [`MonotonicClock`] is the clock over `std::time::Instant`.
+//! Time is an argument, as in the core: [`SessionManager::at`] is the
+//! manager at an instant; a manager's clock is a convenience its clock
+//! forms read once ([`MonotonicClock`] is the clock over
+//! `std::time::Instant`).
 //!
 //! ```
 //! use duplex_core::*;
@@ -70,7 +73,7 @@ pub use clock::TokioClock;
 pub use duplex_core::Expiry;
 pub use error::Error;
 pub use host::Host;
-pub use manager::{ManagerConfig, NotImported, Released, SessionKey, SessionManager};
+pub use manager::{At, ManagerConfig, NotImported, Released, SessionKey, SessionManager};
 pub use sessions::Sessions;
 pub use shared::{
     default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedKey,

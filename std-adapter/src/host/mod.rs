@@ -29,6 +29,9 @@ use crate::view::SessionView;
 /// Each method is the manager's inherent method of the same name (see
 /// there for the details); the per-session operations are
 /// [`sessions`](Self::sessions)' ([`Sessions`]).
+/// A method that needs the time reads the manager's clock once (the clock
+/// forms); a host with its own readings calls
+/// [`SessionManager::at`](crate::SessionManager::at) instead.
 ///
 /// # Examples
 ///

@@ -10,7 +10,6 @@ use duplex_core::{AnySession, Clock, CloseReason, Expiry, Fence, Instant, Reques
 use super::SessionManager;
 use crate::error::Error;
 use crate::metrics;
-use crate::sessions::Sessions;
 
 /// The request ids one session released (or, from
 /// [`close_for_requests`](SessionManager::close_for_requests), holds for
@@ -28,7 +27,7 @@ pub struct Released<T: Tables = TablesOf<Conformance>> {
     pub ids: RequestIds<T>,
 }
 
-impl<C: Clock, P: Profile> SessionManager<C, P> {
+impl<C, P: Profile> SessionManager<C, P> {
     /// Brings the deadline index up to date after an operation on `slot`:
     /// lowers the entry if the deadline moved earlier (a later deadline is
     /// picked up lazily when the entry comes due); a closing session has
@@ -262,25 +261,22 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
             let (session, fence) = (s.id().clone(), s.fence().clone());
             if s.kind() != StateKind::Closing {
                 // The session's own fence: accepted by construction.
-                let _ = Sessions::begin_close(&mut *self, &fence, CloseReason::RequestCleanup);
+                let _ = self.run(&fence.session, false, |s| {
+                    s.begin_close(&fence, CloseReason::RequestCleanup)
+                });
             }
             out.push(Released { session, ids });
         }
         out
     }
 
-    /// The reaper: every session not in `excluded` whose disconnect grace
-    /// ran out (checked first) or whose idle TTL ran out is moved to
-    /// Closing; returns one record each, in no particular order. Costs
-    /// O(excluded + due · log n); allocation-free when nothing is due.
-    ///
-    /// See the [`SessionManager`] example.
-    #[must_use = "each expired session's requests must be cancelled in the engine, then the session finalized"]
-    pub fn collect_expired<'a>(
+    /// Moves every session not in `excluded` that is due at `now` to
+    /// Closing (see [`collect_expired`](Self::collect_expired)).
+    pub(super) fn expire_due<'a>(
         &mut self,
         excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+        now: Instant,
     ) -> Vec<Expiry<P::Tables>> {
-        let now = self.clock.now();
         // Nothing due: nothing to look at (the common reaper tick).
         if self.deadlines.peek().is_none_or(|(key, _)| key > now) {
             return Vec::new();
@@ -357,5 +353,22 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
             }
         }
         None
+    }
+}
+
+/// The reaper that reads the manager's clock (see [`SessionManager::at`]).
+impl<C: Clock, P: Profile> SessionManager<C, P> {
+    /// The reaper: every session not in `excluded` whose disconnect grace
+    /// ran out (checked first) or whose idle TTL ran out is moved to
+    /// Closing; returns one record each, in no particular order. Costs
+    /// O(excluded + due · log n); allocation-free when nothing is due.
+    ///
+    /// See the [`SessionManager`] example.
+    #[must_use = "each expired session's requests must be cancelled in the engine, then the session finalized"]
+    pub fn collect_expired<'a>(
+        &mut self,
+        excluded: impl IntoIterator<Item = &'a IdOf<P>>,
+    ) -> Vec<Expiry<P::Tables>> {
+        self.now().collect_expired(excluded)
     }
 }

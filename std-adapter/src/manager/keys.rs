@@ -55,7 +55,7 @@ impl SessionKey {
     }
 }
 
-impl<C: Clock, P: Profile> SessionManager<C, P> {
+impl<C, P: Profile> SessionManager<C, P> {
     /// The key of the session named `session` (see [`SessionKey`]).
     ///
     /// ```
@@ -76,33 +76,12 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         })
     }
 
-    /// [`open`](Self::open), returning the new session's key (one lookup
-    /// fewer than `open` then [`key`](Self::key)).
-    ///
-    /// # Errors
-    ///
-    /// As [`open`](Self::open).
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// let key = m.open_keyed(f.clone(), OpenOptions::default())?;
-    /// assert_eq!(m.key(&f.session), Some(key));
-    /// assert!(m.open_keyed(f, OpenOptions::default()).is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn open_keyed(
-        &mut self,
-        fence: Fence<IdOf<P>>,
-        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
-    ) -> Result<SessionKey, Error<IdOf<P>>> {
-        let slot = self.open_slot(fence, options)?;
-        Ok(SessionKey {
+    /// The key of the session in `slot`.
+    pub(super) fn key_of(&self, slot: u32) -> SessionKey {
+        SessionKey {
             slot,
             stamp: self.table.stamp(slot).unwrap_or_default(),
-        })
+        }
     }
 
     /// The slot of `key` while its session is there.
@@ -155,44 +134,17 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         key: SessionKey,
         op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
-        self.run_at(key, false, |s, _| op(s)).map(|(r, _)| r)
-    }
-
-    /// [`Sessions::apply`](crate::Sessions::apply) through a key: `op` gets
-    /// the clock's `now`, and a deadline that came earlier (detach, the
-    /// last lease operation ended) reaches the expiry index. `None` once
-    /// the key's session has left.
-    ///
-    /// ```
-    /// # use duplex_core::*;
-    /// # use duplex_std::*;
-    /// let clock = ManualClock::default();
-    /// let mut m = SessionManager::new(&clock, ManagerConfig::default())?;
-    /// let f = Fence::new(Id::new("s")?, 0);
-    /// m.open(f.clone(), OpenOptions::default())?;
-    /// let key = m.key(&f.session).unwrap();
-    /// m.apply_at(key, |s, now| s.detach(&f, now)).unwrap()?;
-    /// assert_eq!(m.next_deadline(), Some(Instant::from_millis(30_000)));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn apply_at<T>(
-        &mut self,
-        key: SessionKey,
-        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
-    ) -> Option<Result<T, CoreError>> {
-        self.run_at(key, true, |s, clock| op(s, clock.now()))
-            .map(|(r, _)| r)
+        self.run_at(key, false, op).map(|(r, _)| r)
     }
 
     /// Runs `op` on the session of `key` with the books kept; the result
-    /// and a deadline that came earlier (`timed`: the clock was read).
+    /// and a deadline that came earlier (`timed`: `op` has a time).
     #[inline]
     pub(crate) fn run_at<T>(
         &mut self,
         key: SessionKey,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
         let slot = self.slot_of(key)?;
         self.run_slot(slot, timed, op)
@@ -253,5 +205,60 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         tracing::debug!(session = %s.id(), "removed");
         self.vacate(slot, hash, StateKind::Closed);
         Some(Ok(()))
+    }
+}
+
+/// The keyed forms that read the manager's clock (see
+/// [`SessionManager::at`]).
+impl<C: Clock, P: Profile> SessionManager<C, P> {
+    /// [`open`](Self::open), returning the new session's key (one lookup
+    /// fewer than `open` then [`key`](Self::key)).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let key = m.open_keyed(f.clone(), OpenOptions::default())?;
+    /// assert_eq!(m.key(&f.session), Some(key));
+    /// assert!(m.open_keyed(f, OpenOptions::default()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_keyed(
+        &mut self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+    ) -> Result<SessionKey, Error<IdOf<P>>> {
+        self.now().open_keyed(fence, options)
+    }
+
+    /// [`Sessions::apply`](crate::Sessions::apply) through a key: `op` gets
+    /// the clock's `now`, and a deadline that came earlier (detach, the
+    /// last lease operation ended) reaches the expiry index. `None` once
+    /// the key's session has left.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let clock = ManualClock::default();
+    /// let mut m = SessionManager::new(&clock, ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let key = m.key(&f.session).unwrap();
+    /// m.apply_at(key, |s, now| s.detach(&f, now)).unwrap()?;
+    /// assert_eq!(m.next_deadline(), Some(Instant::from_millis(30_000)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn apply_at<T>(
+        &mut self,
+        key: SessionKey,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
+    ) -> Option<Result<T, CoreError>> {
+        self.now().apply_at(key, op)
     }
 }

@@ -12,7 +12,7 @@ use duplex_core::id::IdText;
 use duplex_core::profile::{Conformance, IdOf, Profile};
 use std::convert::Infallible;
 
-use duplex_core::{AnySession, Clock, Fence};
+use duplex_core::{AnySession, Clock, Fence, Instant};
 
 use super::SessionManager;
 use crate::error::Error;
@@ -36,7 +36,7 @@ pub struct NotImported<P: Profile = Conformance> {
     pub session: AnySession<P>,
 }
 
-impl<C: Clock, P: Profile> SessionManager<C, P> {
+impl<C, P: Profile> SessionManager<C, P> {
     /// Takes a session out of this manager, in whatever state it is, for
     /// another manager to [`import`](Self::import): nothing is released,
     /// its requests travel with it. To move it between processes, write it
@@ -82,11 +82,58 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         Ok(out)
     }
 
+    /// Imports `session` at `now` (see [`import`](Self::import)).
+    pub(super) fn import_now(
+        &mut self,
+        mut session: AnySession<P>,
+        incarnation: u64,
+        now: Instant,
+    ) -> Result<Fence<IdOf<P>>, NotImported<P>> {
+        let hash = self.table.hash(session.id());
+        if self.table.find_hashed(hash, session.id()).is_some() {
+            let error = Error::SessionExists {
+                session: session.id().clone(),
+            };
+            return Err(NotImported { error, session });
+        }
+        if let Some(limit) = self.max_sessions {
+            if self.table.len() >= limit {
+                metrics::admission_refused();
+                let error = Error::CapacityExhausted { limit };
+                return Err(NotImported { error, session });
+            }
+        }
+        let fence = match session.migrate(incarnation, now) {
+            Ok(fence) => fence.clone(),
+            Err(e) => {
+                return Err(NotImported {
+                    error: e.into(),
+                    session,
+                })
+            }
+        };
+        tracing::debug!(session = %fence.session, incarnation, "import");
+        let kind = session.kind();
+        let Ok((slot, grew)) = self.table.insert(hash, |entry| {
+            *entry = Some(session);
+            Ok::<(), Infallible>(())
+        });
+        if grew {
+            self.deadlines.grow_to(self.table.slot_bound());
+        }
+        metrics::entered(kind);
+        self.reschedule(slot);
+        Ok(fence)
+    }
+}
+
+/// The import that reads the manager's clock (see [`SessionManager::at`]).
+impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// Admits a session exported by another manager (or restored from an
     /// image) under `incarnation`, which must exceed the session's: from
     /// now on only the returned fence is accepted, and messages carrying
     /// the old incarnation are refused as `fence_mismatch`. The lease
-    /// restarts on this manager's clock (see [`AnySession::migrate`]);
+    /// restarts at this manager's time (see [`AnySession::migrate`]);
     /// epoch, append sequence, completed appends, owned requests and
     /// lease generation are kept.
     ///
@@ -125,43 +172,9 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
     /// ```
     pub fn import(
         &mut self,
-        mut session: AnySession<P>,
+        session: AnySession<P>,
         incarnation: u64,
     ) -> Result<Fence<IdOf<P>>, NotImported<P>> {
-        let hash = self.table.hash(session.id());
-        if self.table.find_hashed(hash, session.id()).is_some() {
-            let error = Error::SessionExists {
-                session: session.id().clone(),
-            };
-            return Err(NotImported { error, session });
-        }
-        if let Some(limit) = self.max_sessions {
-            if self.table.len() >= limit {
-                metrics::admission_refused();
-                let error = Error::CapacityExhausted { limit };
-                return Err(NotImported { error, session });
-            }
-        }
-        let fence = match session.migrate(incarnation, self.clock.now()) {
-            Ok(fence) => fence.clone(),
-            Err(e) => {
-                return Err(NotImported {
-                    error: e.into(),
-                    session,
-                })
-            }
-        };
-        tracing::debug!(session = %fence.session, incarnation, "import");
-        let kind = session.kind();
-        let Ok((slot, grew)) = self.table.insert(hash, |entry| {
-            *entry = Some(session);
-            Ok::<(), Infallible>(())
-        });
-        if grew {
-            self.deadlines.grow_to(self.table.slot_bound());
-        }
-        metrics::entered(kind);
-        self.reschedule(slot);
-        Ok(fence)
+        self.now().import(session, incarnation)
     }
 }

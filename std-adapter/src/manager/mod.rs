@@ -7,6 +7,7 @@
 //! opens sessions, finds them (`run`, the one lookup every operation goes
 //! through) and lends them out.
 
+mod at;
 mod closing;
 mod deadlines;
 mod keys;
@@ -26,6 +27,7 @@ use crate::view::SessionView;
 use deadlines::Deadlines;
 use table::Table;
 
+pub use at::At;
 pub use closing::Released;
 pub use keys::SessionKey;
 pub use migrate::NotImported;
@@ -67,6 +69,29 @@ pub struct ManagerConfig {
 /// Generic parameters: the clock `C` and the sessions' profile `P`
 /// ([`duplex_core::profile`]: their configurations and capacities).
 ///
+/// # Time is an argument
+///
+/// Like the core's sessions, the manager takes the time as an argument:
+/// [`at(now)`](Self::at) is the manager at that instant, and every
+/// operation that needs the time (open, the per-session operations of
+/// [`Sessions`](crate::Sessions), expiry, import, typed access) is there.
+/// The clock `C` is a convenience: the forms without `now` read it once and
+/// call the `at` form. A host that has its own readings (an event loop, a
+/// simulator, a foreign runtime) gives the manager no clock (`C = ()`) and
+/// passes them in.
+///
+/// ```
+/// use duplex_core::*;
+/// use duplex_std::{ManagerConfig, SessionManager, Sessions};
+///
+/// let mut m = SessionManager::new((), ManagerConfig::default())?;
+/// let f = Fence::new(Id::new("s")?, 0);
+/// m.at(Instant::from_millis(5)).open(f.clone(), OpenOptions::default())?;
+/// m.at(Instant::from_millis(9)).detach(&f)?;
+/// assert_eq!(m.next_deadline(), Some(Instant::from_millis(30_009)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Examples
 ///
 /// ```
@@ -106,9 +131,10 @@ pub struct SessionManager<C, P: Profile = Conformance> {
     deferred: Vec<u32>,
 }
 
-impl<C: Clock> SessionManager<C> {
+impl<C> SessionManager<C> {
     /// An empty manager of the default profile, without configurations,
-    /// reading `clock`. (Other configuration types or profiles:
+    /// reading `clock` (`()`: none, see [`at`](Self::at)). (Other
+    /// configuration types or profiles:
     /// [`with_capacities`](Self::with_capacities).)
     ///
     /// # Errors
@@ -131,7 +157,7 @@ impl<C: Clock> SessionManager<C> {
     }
 }
 
-impl<C: Clock, P: Profile> SessionManager<C, P> {
+impl<C, P: Profile> SessionManager<C, P> {
     /// An empty manager for any profile (configuration types and capacities),
     /// named by the type.
     ///
@@ -178,17 +204,21 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         })
     }
 
-    /// The clock.
+    /// The manager at `now`: the operations that take the time, with
+    /// `now` as their time (see [Time is an argument](Self#time-is-an-argument)).
     ///
     /// ```
     /// # use duplex_core::*;
     /// # use duplex_std::*;
-    /// let m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
-    /// assert_eq!(m.clock().now(), Instant::ZERO);
+    /// let mut m = SessionManager::new((), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let key = m.at(Instant::ZERO).open_keyed(f.clone(), OpenOptions::default())?;
+    /// m.at(Instant::from_millis(40)).touch(&f, Activity::Heartbeat)?;
+    /// assert_eq!(m.get_at(key).unwrap().deadline(), Some(Instant::from_millis(300_040)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn clock(&self) -> &C {
-        &self.clock
+    pub fn at(&mut self, now: Instant) -> At<'_, C, P> {
+        At::new(self, now)
     }
 
     /// Number of sessions (open, detached and closing).
@@ -267,16 +297,16 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         self.get(session).and_then(SessionView::of)
     }
 
-    /// Runs `op` on the session named `session` with the clock (which `op`
-    /// reads only if it needs the time); returns its result and, if the
-    /// session's deadline may have come earlier, the deadline (for a
+    /// Runs `op` on the session named `session` (`timed`: `op` has a time,
+    /// so it may move the session's deadline); returns its result and, if
+    /// the session's deadline may have come earlier, the deadline (for a
     /// reaper that may have to wake).
     #[inline]
     pub(crate) fn run<T>(
         &mut self,
         session: &IdOf<P>,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> (Result<T, Error<IdOf<P>>>, Option<Instant>) {
         let found = self
             .table
@@ -307,11 +337,11 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         &mut self,
         slot: u32,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<P>, &C) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<(Result<T, CoreError>, Option<Instant>)> {
         let s = self.table.entry(slot)?.as_mut()?;
         let from = s.kind();
-        let result = op(s, &self.clock);
+        let result = op(s);
         let to = s.kind();
         if let Err(e) = &result {
             metrics::refused(e.kind());
@@ -332,6 +362,91 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
             None
         };
         Some((result, deadline))
+    }
+
+    /// Opens a session at `now`, returning the slot it took.
+    pub(super) fn open_slot(
+        &mut self,
+        fence: Fence<IdOf<P>>,
+        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
+        now: Instant,
+    ) -> Result<u32, Error<IdOf<P>>> {
+        let hash = self.table.hash(&fence.session);
+        if self.table.find_hashed(hash, &fence.session).is_some() {
+            return Err(Error::SessionExists {
+                session: fence.session,
+            });
+        }
+        if let Some(limit) = self.max_sessions {
+            if self.table.len() >= limit {
+                metrics::admission_refused();
+                return Err(Error::CapacityExhausted { limit });
+            }
+        }
+        tracing::debug!(session = %fence.session, "open");
+        let options = options.completed_limit(self.completed_limit);
+        let (slot, grew) = self.table.insert(hash, |entry| {
+            if let Some(s) = entry.as_mut() {
+                // A reused slot: its storage becomes the new session.
+                s.recycle(fence, options, now)?;
+            } else {
+                let session = Session::open_with_capacities(fence, options, now)?;
+                *entry = Some(AnySession::from(session));
+            }
+            Ok::<(), Error<IdOf<P>>>(())
+        })?;
+        if grew {
+            self.deadlines.grow_to(self.table.slot_bound());
+        }
+        metrics::entered(StateKind::Open);
+        self.reschedule(slot);
+        Ok(slot)
+    }
+
+    /// Runs `f` on the session named `session` if `typed` lends it in the
+    /// state `f` takes, then brings its deadline up to date.
+    pub(super) fn typed<S, T>(
+        &mut self,
+        session: &IdOf<P>,
+        typed: impl FnOnce(&mut AnySession<P>) -> Option<&mut S>,
+        f: impl FnOnce(&mut S) -> T,
+    ) -> Option<T> {
+        let slot = self.table.find(session)?;
+        let out = f(typed(self.table.entry(slot)?.as_mut()?)?);
+        self.reschedule(slot);
+        Some(out)
+    }
+}
+
+/// The forms that read the manager's clock: each reads it once and calls
+/// the form of [`at`](SessionManager::at).
+impl<C: Clock, P: Profile> SessionManager<C, P> {
+    /// The clock.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// assert_eq!(m.clock().now(), Instant::ZERO);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The manager at the clock's `now` (see [`at`](Self::at)).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let clock = ManualClock::new(Instant::from_millis(7));
+    /// let mut m = SessionManager::new(&clock, ManagerConfig::default())?;
+    /// assert_eq!(m.now().time(), Instant::from_millis(7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn now(&mut self) -> At<'_, C, P> {
+        let now = self.clock.now();
+        self.at(now)
     }
 
     /// Opens a session. The manager's completed-append limit applies.
@@ -357,46 +472,7 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         fence: Fence<IdOf<P>>,
         options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
     ) -> Result<(), Error<IdOf<P>>> {
-        self.open_slot(fence, options).map(|_| ())
-    }
-
-    /// [`open`](Self::open), returning the slot the session took.
-    pub(super) fn open_slot(
-        &mut self,
-        fence: Fence<IdOf<P>>,
-        options: OpenOptions<P::SessionConfig, P::RuntimeConfig>,
-    ) -> Result<u32, Error<IdOf<P>>> {
-        let hash = self.table.hash(&fence.session);
-        if self.table.find_hashed(hash, &fence.session).is_some() {
-            return Err(Error::SessionExists {
-                session: fence.session,
-            });
-        }
-        if let Some(limit) = self.max_sessions {
-            if self.table.len() >= limit {
-                metrics::admission_refused();
-                return Err(Error::CapacityExhausted { limit });
-            }
-        }
-        tracing::debug!(session = %fence.session, "open");
-        let options = options.completed_limit(self.completed_limit);
-        let now = self.clock.now();
-        let (slot, grew) = self.table.insert(hash, |entry| {
-            if let Some(s) = entry.as_mut() {
-                // A reused slot: its storage becomes the new session.
-                s.recycle(fence, options, now)?;
-            } else {
-                let session = Session::open_with_capacities(fence, options, now)?;
-                *entry = Some(AnySession::from(session));
-            }
-            Ok::<(), Error<IdOf<P>>>(())
-        })?;
-        if grew {
-            self.deadlines.grow_to(self.table.slot_bound());
-        }
-        metrics::entered(StateKind::Open);
-        self.reschedule(slot);
-        Ok(slot)
+        self.now().open(fence, options)
     }
 
     /// Typed access to an open session: runs `f` with the session and the
@@ -418,11 +494,7 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         session: &IdOf<P>,
         f: impl FnOnce(&mut Session<Open, P>, Instant) -> T,
     ) -> Option<T> {
-        let now = self.clock.now();
-        let slot = self.table.find(session)?;
-        let out = f(self.table.entry(slot)?.as_mut()?.as_open_mut()?, now);
-        self.reschedule(slot);
-        Some(out)
+        self.now().with_open(session, f)
     }
 
     /// Typed access to a detached session (see [`with_open`](Self::with_open)).
@@ -443,10 +515,6 @@ impl<C: Clock, P: Profile> SessionManager<C, P> {
         session: &IdOf<P>,
         f: impl FnOnce(&mut Session<Detached, P>, Instant) -> T,
     ) -> Option<T> {
-        let now = self.clock.now();
-        let slot = self.table.find(session)?;
-        let out = f(self.table.entry(slot)?.as_mut()?.as_detached_mut()?, now);
-        self.reschedule(slot);
-        Some(out)
+        self.now().with_detached(session, f)
     }
 }

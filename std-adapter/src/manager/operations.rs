@@ -1,7 +1,8 @@
-//! [`Sessions`] for `&mut SessionManager`: find the session, run the
-//! operation, keep the deadline index, the log line of a state change and
-//! the refusal metrics. Every per-session operation follows from these two
-//! methods (see [`Sessions`]).
+//! [`Sessions`] for `&mut SessionManager`: the clock forms, each reading
+//! the manager's clock once (an operation that needs it) and running the
+//! operation of [`At`](super::At); and the one read every manager form
+//! shares. Every per-session operation follows from these (see
+//! [`Sessions`]).
 
 use duplex_core::profile::{IdOf, Profile};
 use duplex_core::{AnySession, Clock, Error as CoreError, Instant};
@@ -11,25 +12,11 @@ use crate::error::Error;
 use crate::metrics;
 use crate::sessions::Sessions;
 
-impl<C: Clock, P: Profile> Sessions<P> for &mut SessionManager<C, P> {
-    fn apply<T>(
-        self,
-        session: &IdOf<P>,
-        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
-    ) -> Result<T, Error<IdOf<P>>> {
-        self.run(session, true, |s, clock| op(s, clock.now())).0
-    }
-
-    fn update<T>(
-        self,
-        session: &IdOf<P>,
-        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
-    ) -> Result<T, Error<IdOf<P>>> {
-        self.run(session, false, |s, _| op(s)).0
-    }
-
-    fn read<T>(
-        self,
+impl<C, P: Profile> SessionManager<C, P> {
+    /// Runs `op` on the session named `session`, read-only; a refusal is
+    /// counted by kind.
+    pub(crate) fn read_session<T>(
+        &self,
         session: &IdOf<P>,
         op: impl FnOnce(&AnySession<P>) -> Result<T, CoreError>,
     ) -> Result<T, Error<IdOf<P>>> {
@@ -43,5 +30,33 @@ impl<C: Clock, P: Profile> Sessions<P> for &mut SessionManager<C, P> {
             metrics::refused(e.kind());
         }
         result
+    }
+}
+
+impl<C: Clock, P: Profile> Sessions<P> for &mut SessionManager<C, P> {
+    #[inline]
+    fn apply<T>(
+        self,
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
+        self.now().apply(session, op)
+    }
+
+    #[inline]
+    fn update<T>(
+        self,
+        session: &IdOf<P>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
+        self.run(session, false, op).0
+    }
+
+    fn read<T>(
+        self,
+        session: &IdOf<P>,
+        op: impl FnOnce(&AnySession<P>) -> Result<T, CoreError>,
+    ) -> Result<T, Error<IdOf<P>>> {
+        self.read_session(session, op)
     }
 }

@@ -172,7 +172,7 @@ impl<C: Clock, P: Profile> SharedManager<C, P> {
         key: SharedKey,
         op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
-        self.run_at(key, false, |s, _| op(s))
+        self.run_at(key, false, op)
     }
 
     /// [`Sessions::apply`](crate::Sessions::apply) through a key: `op` gets
@@ -194,14 +194,23 @@ impl<C: Clock, P: Profile> SharedManager<C, P> {
         key: SharedKey,
         op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
-        self.run_at(key, true, |s, clock| op(s, clock.now()))
+        // The clock is read under the shard's lock (see `Sessions::apply`).
+        let (result, deadline) = {
+            let mut m = lock(self.shards.get(key.shard())?);
+            let now = m.clock().now();
+            m.run_at(key.key, true, |s| op(s, now))
+        }?;
+        if let Some(deadline) = deadline {
+            self.wake.earlier(deadline);
+        }
+        Some(result)
     }
 
     fn run_at<T>(
         &self,
         key: SharedKey,
         timed: bool,
-        op: impl FnOnce(&mut AnySession<P>, &super::SharedClock<C>) -> Result<T, CoreError>,
+        op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Option<Result<T, CoreError>> {
         let (result, deadline) = lock(self.shards.get(key.shard())?).run_at(key.key, timed, op)?;
         if let Some(deadline) = deadline {

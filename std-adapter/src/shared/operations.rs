@@ -20,8 +20,11 @@ impl<C: Clock, P: Profile> Sessions<P> for &SharedManager<C, P> {
         session: &IdOf<P>,
         op: impl FnOnce(&mut AnySession<P>, Instant) -> Result<T, CoreError>,
     ) -> Result<T, Error<IdOf<P>>> {
+        // The shard's clock form: the clock is read under the shard's lock,
+        // so one session's readings come in the order its operations run.
         let (result, deadline) = self.on(session, |m| {
-            m.run(session, true, |s, clock| op(s, clock.now()))
+            let now = m.clock().now();
+            m.run(session, true, |s| op(s, now))
         });
         if let Some(deadline) = deadline {
             self.wake.earlier(deadline);
@@ -34,7 +37,7 @@ impl<C: Clock, P: Profile> Sessions<P> for &SharedManager<C, P> {
         session: &IdOf<P>,
         op: impl FnOnce(&mut AnySession<P>) -> Result<T, CoreError>,
     ) -> Result<T, Error<IdOf<P>>> {
-        let (result, deadline) = self.on(session, |m| m.run(session, false, |s, _| op(s)));
+        let (result, deadline) = self.on(session, |m| m.run(session, false, op));
         if let Some(deadline) = deadline {
             self.wake.earlier(deadline);
         }
