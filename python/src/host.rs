@@ -4,9 +4,12 @@
 //! of each session (the objects the host gave, records, the fence object).
 //!
 //! A manager owns one host; a session made by its own constructor owns a
-//! private one. Python code never runs inside a manager call: arguments
-//! and the clock are read before the lock, and the objects an operation
-//! returns are built after it where the operation allows.
+//! private one. The manager has no clock: the host reads Python's before
+//! the lock (it may run Python code or raise) and passes the reading in
+//! (`manager.at(now)`), taken as given, as the seed takes it (a host's
+//! clock may step back; the core compares). Python code never runs inside
+//! a manager call: arguments are read before the lock, and the objects an
+//! operation returns are built after it where the operation allows.
 //!
 //! Hosts get the server profile: ids up to 128 bytes (vllm-omni's UUID
 //! session ids are 74 bytes), the seed's window of 256 completed appends,
@@ -14,35 +17,14 @@
 //! conformance profile is the one the traces are written for (32-byte ids,
 //! 8 resources, 4 bindings, 8 completed appends, 4 operations, 4 results).
 
-use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use duplex_core::profile::{conformance as c, server as s};
 use duplex_core::storage::Heap;
-use duplex_core::{AnySession, Clock, Fence, Id, Instant, Reservation};
+use duplex_core::{AnySession, Fence, Id, Reservation};
 use duplex_std::{ManagerConfig, SessionKey, SessionManager};
 use pyo3::sync::MutexExt;
 use pyo3::Python;
-
-/// The clock of a host: Python's clock is read before the host is locked
-/// (it may run Python code or raise), and the reading is set here for the
-/// manager call that follows. Readings are taken as given, as the seed
-/// takes them (a host's clock may step back; the core compares).
-#[derive(Debug, Default)]
-pub(crate) struct HostClock(Cell<Instant>);
-
-impl HostClock {
-    /// The reading the next manager call sees.
-    pub(crate) fn set(&self, now: Instant) {
-        self.0.set(now);
-    }
-}
-
-impl Clock for HostClock {
-    fn now(&self) -> Instant {
-        self.0.get()
-    }
-}
 
 /// The server profile with [`Heap`] storage: a session costs what it
 /// holds, up to the profile's capacities. Each completed append keeps one
@@ -55,9 +37,9 @@ pub(crate) type ServerAny = AnySession<ServerProfile>;
 /// A session of the conformance profile.
 pub(crate) type ConformanceAny = AnySession<ConformanceProfile>;
 /// The manager of server-profile sessions.
-pub(crate) type ServerManager = SessionManager<HostClock, ServerProfile>;
+pub(crate) type ServerManager = SessionManager<(), ServerProfile>;
 /// The manager of conformance-profile sessions.
-pub(crate) type ConformanceManager = SessionManager<HostClock, ConformanceProfile>;
+pub(crate) type ConformanceManager = SessionManager<(), ConformanceProfile>;
 
 /// Which profile a host's sessions have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +94,12 @@ pub(crate) enum Managers {
 }
 
 /// Runs `$body` with `$m` bound to the host's manager of whichever
-/// profile (`&mut` or `&` as `$managers` is).
+/// profile (`&mut` or `&` as `$managers` is): the one dispatch over the
+/// two profiles. Written `each!(managers, |m| body)`, so the body is
+/// ordinary Rust that rustfmt formats; it is compiled once per profile,
+/// with that profile's types (its ids and fences).
 macro_rules! each {
-    ($managers:expr, $m:ident => $body:expr) => {
+    ($managers:expr, |$m:ident| $body:expr) => {
         match $managers {
             $crate::host::Managers::Server($m) => $body,
             $crate::host::Managers::Conformance($m) => $body,
@@ -130,49 +115,12 @@ pub(crate) struct Core<'a> {
     pub(crate) key: SessionKey,
 }
 
-/// Runs a session operation on `$core` (a `&mut Core`) through the
-/// manager's books (`SessionManager::update_at`): the `let`s in brackets
-/// first (conversions to the profile's types, whose errors are raised with
-/// `?`), then `$body`, a `Result<T, duplex_core::Error>`, with the session
-/// as `$s`. Evaluates to `PyResult<Result<T, duplex_core::Error>>`
-/// (`wrong_state` once the session has left its manager).
-macro_rules! update {
-    ($core:expr, [$(let $v:ident = $e:expr),*], |$s:ident| $body:expr) => {{
-        let core: &mut $crate::host::Core<'_> = $core;
-        let key = core.key;
-        $crate::host::each!(&mut *core.managers, m => {
-            $(let $v = $e;)*
-            m.update_at(key, |$s| $body).ok_or_else($crate::errors::gone)
-        })
-    }};
+impl<'a> Core<'a> {
+    /// The manager and the key, for an [`each!`] over the manager.
+    pub(crate) fn into_parts(self) -> (&'a mut Managers, SessionKey) {
+        (self.managers, self.key)
+    }
 }
-pub(crate) use update;
-
-/// [`update!`] for an operation that takes the time: the host's clock is
-/// set to `$now` (`$t` in `$body`) and the session's deadline reaches the
-/// expiry index (`SessionManager::apply_at`).
-macro_rules! apply {
-    ($core:expr, $now:expr, [$(let $v:ident = $e:expr),*], |$s:ident, $t:ident| $body:expr) => {{
-        let core: &mut $crate::host::Core<'_> = $core;
-        let key = core.key;
-        $crate::host::each!(&mut *core.managers, m => {
-            $(let $v = $e;)*
-            m.clock().set($now);
-            m.apply_at(key, |$s, $t| $body).ok_or_else($crate::errors::gone)
-        })
-    }};
-}
-pub(crate) use apply;
-
-/// Reads the session: `$body` sees it as `$s` (`&AnySession`); evaluates
-/// to `Option<T>` (`None` once it has left its manager).
-macro_rules! read {
-    ($managers:expr, $key:expr, |$s:ident| $body:expr) => {{
-        let key: duplex_std::SessionKey = $key;
-        $crate::host::each!($managers, m => m.get_at(key).map(|$s| $body))
-    }};
-}
-pub(crate) use read;
 
 /// A fence in the core's type of either profile: the last fence argument
 /// of a session, converted once per fence object (a host passes one
@@ -192,26 +140,31 @@ pub(crate) trait ProfileFence<const L: usize> {
     fn wrap(fence: Fence<Id<L>>) -> Self;
 }
 
-/// `ProfileFence` for the profile whose fences are `$variant`.
-macro_rules! profile_fence {
-    ($len:expr, $variant:ident) => {
-        impl ProfileFence<{ $len }> for CoreFence {
-            fn get(&self) -> Option<&Fence<Id<{ $len }>>> {
-                match self {
-                    CoreFence::$variant(f) => Some(f),
-                    _ => None,
-                }
-            }
-
-            fn wrap(fence: Fence<Id<{ $len }>>) -> Self {
-                CoreFence::$variant(fence)
-            }
+impl ProfileFence<{ s::ID_LEN }> for CoreFence {
+    fn get(&self) -> Option<&Fence<Id<{ s::ID_LEN }>>> {
+        match self {
+            CoreFence::Server(f) => Some(f),
+            CoreFence::Conformance(_) => None,
         }
-    };
+    }
+
+    fn wrap(fence: Fence<Id<{ s::ID_LEN }>>) -> Self {
+        CoreFence::Server(fence)
+    }
 }
 
-profile_fence!(s::ID_LEN, Server);
-profile_fence!(c::ID_LEN, Conformance);
+impl ProfileFence<{ c::ID_LEN }> for CoreFence {
+    fn get(&self) -> Option<&Fence<Id<{ c::ID_LEN }>>> {
+        match self {
+            CoreFence::Conformance(f) => Some(f),
+            CoreFence::Server(_) => None,
+        }
+    }
+
+    fn wrap(fence: Fence<Id<{ c::ID_LEN }>>) -> Self {
+        CoreFence::Conformance(fence)
+    }
+}
 
 /// A reservation in the core's type of either profile: the last one a
 /// session made, kept so that committing it reads nothing back.
@@ -314,12 +267,10 @@ impl<S> HostCell<S> {
         };
         let managers = match profile {
             Profile::Server => Managers::Server(
-                SessionManager::with_capacities(HostClock::default(), config)
-                    .map_err(|e| e.to_string())?,
+                SessionManager::with_capacities((), config).map_err(|e| e.to_string())?,
             ),
             Profile::Conformance => Managers::Conformance(
-                SessionManager::with_capacities(HostClock::default(), config)
-                    .map_err(|e| e.to_string())?,
+                SessionManager::with_capacities((), config).map_err(|e| e.to_string())?,
             ),
         };
         Ok(HostCell(Mutex::new(Host {

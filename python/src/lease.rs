@@ -9,8 +9,8 @@ use pyo3::types::{PyList, PySet, PyTuple};
 
 use crate::args;
 use crate::convert::{self, names, FenceArg};
-use crate::errors::{core_error, fence_mismatch, generation_mismatch, with_kind, Context};
-use crate::host::{apply, read, update, Core};
+use crate::errors::{core_error, fence_mismatch, generation_mismatch, gone, with_kind, Context};
+use crate::host::{each, Core};
 use crate::session::{ids_list, unfinished, Inner, PySession};
 
 /// The lease view's operations (`session.lease`, in `_lease.py`).
@@ -41,14 +41,15 @@ impl PySession {
                 ],
             );
         };
-        let (generation, detached, last, active) = read!(&*core.managers, core.key, |s| {
-            let detached = s.as_detached().map(|d| d.state().since());
-            let (last, active) =
-                unfinished!(s, t => (t.last_activity(), names(t.active_operations())))
-                    .unwrap_or_default();
-            (s.lease_generation(), detached, last, active)
-        })
-        .unwrap_or_default();
+        let (generation, detached, last, active) =
+            each!(&*core.managers, |m| m.get_at(core.key).map(|s| {
+                let detached = s.as_detached().map(|d| d.state().since());
+                let (last, active) =
+                    unfinished!(s, t => (t.last_activity(), names(t.active_operations())))
+                        .unwrap_or_default();
+                (s.lease_generation(), detached, last, active)
+            }))
+            .unwrap_or_default();
         drop(g);
         for op in active {
             ops.add(op)?;
@@ -116,29 +117,36 @@ impl PySession {
             ..self.cx(py)
         };
         // Each with the session's own fence.
-        let result: Result<Option<u64>, CoreError> = apply!(&mut g.core()?, now, [], |s, now| {
-            let f = s.fence().clone();
-            match (op, activity, text.as_deref()) {
-                ("detach", _, _) => s.detach(&f, now).map(|()| None),
-                ("resume", _, _) => {
-                    let other = s.lease_generation().wrapping_add(1);
-                    s.resume(&f, expected.unwrap_or(other), now).map(Some)
-                }
-                ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
-                ("begin", _, Some(t)) => match Id::new(t) {
-                    Ok(id) => s.begin_operation(&f, &id, now).map(|()| None),
-                    Err(e) => Err(e),
-                },
-                ("end", _, Some(t)) => match Id::new(t) {
-                    Ok(id) => s.end_operation(&f, &id, now).map(|()| None),
-                    Err(_) => Err(CoreError::OperationNotActive),
-                },
-                _ => Err(CoreError::WrongState {
-                    operation: "lease operation",
-                    state: s.kind(),
-                }),
-            }
-        })?;
+        let result: Result<Option<u64>, CoreError> = {
+            let (managers, key) = g.core()?.into_parts();
+            each!(managers, |m| {
+                m.at(now)
+                    .apply_at(key, |s, now| {
+                        let f = s.fence().clone();
+                        match (op, activity, text.as_deref()) {
+                            ("detach", _, _) => s.detach(&f, now).map(|()| None),
+                            ("resume", _, _) => {
+                                let other = s.lease_generation().wrapping_add(1);
+                                s.resume(&f, expected.unwrap_or(other), now).map(Some)
+                            }
+                            ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
+                            ("begin", _, Some(t)) => match Id::new(t) {
+                                Ok(id) => s.begin_operation(&f, &id, now).map(|()| None),
+                                Err(e) => Err(e),
+                            },
+                            ("end", _, Some(t)) => match Id::new(t) {
+                                Ok(id) => s.end_operation(&f, &id, now).map(|()| None),
+                                Err(_) => Err(CoreError::OperationNotActive),
+                            },
+                            _ => Err(CoreError::WrongState {
+                                operation: "lease operation",
+                                state: s.kind(),
+                            }),
+                        }
+                    })
+                    .ok_or_else(gone)
+            })
+        }?;
         let out = match (op, expected, arg, result) {
             (
                 "resume",
@@ -203,16 +211,24 @@ impl PySession {
         }
         let cx = self.cx(py);
         let advance = key(&n) > key(&cur);
-        let ids = update!(&mut g.core()?, [let cf = c.fence()?, let nf = n.fence()?], |s| {
-            if release {
-                s.cancel(&cf, &nf).map(|ids| names(&ids))
-            } else {
-                let advanced = if advance { s.accept_fence(&nf) } else { Ok(()) };
-                advanced
-                    .and_then(|()| s.resource_request_ids(Some(&cf), None))
-                    .map(|ids| names(&ids))
-            }
-        })?
+        let ids = {
+            let (managers, key) = g.core()?.into_parts();
+            each!(managers, |m| {
+                let cf = c.fence()?;
+                let nf = n.fence()?;
+                m.update_at(key, |s| {
+                    if release {
+                        s.cancel(&cf, &nf).map(|ids| names(&ids))
+                    } else {
+                        let advanced = if advance { s.accept_fence(&nf) } else { Ok(()) };
+                        advanced
+                            .and_then(|()| s.resource_request_ids(Some(&cf), None))
+                            .map(|ids| names(&ids))
+                    }
+                })
+                .ok_or_else(gone)
+            })
+        }?
         .map_err(|e| core_error(e, cx))?;
         PySession::remember(&mut g, &n)?;
         drop(g);
@@ -226,19 +242,19 @@ impl PySession {
 /// Returns the records dropped, for the caller to release after it
 /// unlocks the host (dropping a Python object can run Python code).
 pub(crate) fn prune_records(core: &Core<'_>, inner: &mut Inner) -> Vec<(i64, Py<PyTuple>)> {
-    let live = read!(&*core.managers, core.key, |s| {
-        unfinished!(s, t => t.completed_len())
-    })
+    let live = each!(&*core.managers, |m| m
+        .get_at(core.key)
+        .map(|s| { unfinished!(s, t => t.completed_len()) }))
     .flatten()
     .unwrap_or(0);
     if inner.records.len() <= 2 * live + 16 {
         return Vec::new();
     }
     let mut keep: Vec<i64> = Vec::with_capacity(live);
-    read!(&*core.managers, core.key, |s| {
+    each!(&*core.managers, |m| m.get_at(core.key).map(|s| {
         unfinished!(s, t => {
             keep.extend(t.completed_records().filter_map(|(_, r)| r.first().copied()));
         })
-    });
+    }));
     inner.retain_records(&mut keep)
 }

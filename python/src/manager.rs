@@ -89,7 +89,9 @@ impl PyManager {
     /// The object of the session named `id`, if the manager lists one.
     fn lookup(&self, py: Python<'_>, id: &str) -> Option<Py<PySession>> {
         let mut host = self.host.lock(py);
-        let key = each!(&host.managers, m => Id::new(id).ok().and_then(|id| m.key(&id)))?;
+        let key = each!(&host.managers, |m| Id::new(id)
+            .ok()
+            .and_then(|id| m.key(&id)))?;
         host.side(key)?.handle.as_ref().map(|h| h.clone_ref(py))
     }
 
@@ -103,7 +105,7 @@ impl PyManager {
             return;
         };
         let mut host = self.host.lock(py);
-        let removed = each!(&mut host.managers, m => m.remove_closed_at(key));
+        let removed = each!(&mut host.managers, |m| m.remove_closed_at(key));
         let handle = match removed {
             Some(Ok(())) => let_go(&mut host, key),
             _ => None,
@@ -404,11 +406,11 @@ impl PyManager {
         let excluded = args::texts(&excluded)?;
         let mut host = self.host.lock(py);
         // The manager's reaper: O(due), nothing allocated when nothing is.
-        let due = each!(&mut host.managers, m => {
-            m.clock().set(now);
+        let due = each!(&mut host.managers, |m| {
             // An id no session can have is excluded already.
             let excluded: Vec<_> = excluded.iter().filter_map(|e| Id::new(e).ok()).collect();
-            m.collect_expired(&excluded)
+            m.at(now)
+                .collect_expired(&excluded)
                 .into_iter()
                 .map(|e| Expired {
                     key: m.key(&e.session),
@@ -477,10 +479,16 @@ impl PyManager {
         let wanted = args::str_items(request_ids, "request_ids")?;
         let wanted = args::texts(&wanted)?;
         let mut host = self.host.lock(py);
-        let closing = each!(&mut host.managers, m => {
+        let closing = each!(&mut host.managers, |m| {
             m.close_for_requests(&wanted)
                 .into_iter()
-                .map(|r| (m.key(&r.session), r.session.as_str().to_owned(), names(&r.ids)))
+                .map(|r| {
+                    (
+                        m.key(&r.session),
+                        r.session.as_str().to_owned(),
+                        names(&r.ids),
+                    )
+                })
                 .collect::<Vec<_>>()
         });
         let mut rows = Vec::with_capacity(closing.len());
@@ -529,7 +537,7 @@ impl PyManager {
 
     /// How many sessions the manager holds (Closing ones included).
     fn __len__(&self, py: Python<'_>) -> usize {
-        each!(&self.host.lock(py).managers, m => m.len())
+        each!(&self.host.lock(py).managers, |m| m.len())
     }
 
     /// Profile, sessions held and limits.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use std::borrow::Cow;
 
-use duplex_core::{Error as CoreError, Fence, Id, Instant, StateKind};
+use duplex_core::{AnySession, Error as CoreError, Fence, Id, Instant, StateKind};
 use duplex_std::SessionKey;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -18,7 +18,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use crate::classes::HostClasses;
 use crate::convert::{self, fence_object, FenceArg};
 use crate::errors::{core_error, fence_mismatch, gone, std_error, Context};
-use crate::host::{each, read, Core, CoreFence, Host, HostCell, Managers, Profile, ProfileFence};
+use crate::host::{each, Core, CoreFence, Host, HostCell, Managers, Profile, ProfileFence};
 pub(crate) use crate::opening::{copy_dict, lease_of, Opening};
 pub(crate) use crate::records::Record;
 
@@ -39,36 +39,6 @@ macro_rules! unfinished {
 }
 
 pub(crate) use unfinished;
-
-/// Runs one operation of the session under its host's lock: `$run` (with
-/// `$core`, the session's `&mut Core`, and `$inner`, its Python side)
-/// evaluates to
-/// `PyResult<Result<T, duplex_core::Error>>` (an [`update!`] or
-/// [`apply!`]); on success the fence argument `$arg` is remembered, and a
-/// refusal becomes the seed's exception.
-///
-/// [`update!`]: crate::host::update
-/// [`apply!`]: crate::host::apply
-macro_rules! op {
-    ($this:expr, $py:expr, $arg:expr, $cx:expr, |$core:ident, $inner:ident| $run:expr) => {{
-        let mut g = $this.lock($py);
-        let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else($crate::errors::gone)?;
-        let result = {
-            let $core = &mut core;
-            let $inner = &mut *inner;
-            $run?
-        };
-        match result {
-            Ok(value) => {
-                $crate::session::PySession::remember_in(Some(&core), inner, &$arg);
-                Ok(value)
-            }
-            Err(e) => Err($this.refuse($py, &mut g, e, Some(&$arg.object), $cx)),
-        }
-    }};
-}
-pub(crate) use op;
 
 /// What a closed session still shows (the core keeps only its fence and
 /// generation once closed).
@@ -283,7 +253,9 @@ impl Locked<'_> {
     pub(crate) fn kind(&mut self) -> PyResult<StateKind> {
         Ok(match self.parts()?.0 {
             Some(core) => {
-                read!(&*core.managers, core.key, |s| s.kind()).unwrap_or(StateKind::Closed)
+                let key = core.key;
+                each!(&*core.managers, |m| m.get_at(key).map(AnySession::kind))
+                    .unwrap_or(StateKind::Closed)
             }
             None => StateKind::Closed,
         })
@@ -338,10 +310,11 @@ impl PySession {
             .transpose()?;
         let handle = listed.then(|| session.clone_ref(py));
         let mut host = host.lock(py);
-        let key = each!(&mut host.managers, m => {
+        let key = each!(&mut host.managers, |m| {
             let fence = o.fence.fence()?;
-            m.clock().set(o.now);
-            m.open_keyed(fence, options).map_err(|e| std_error(e, id))
+            m.at(o.now)
+                .open_keyed(fence, options)
+                .map_err(|e| std_error(e, id))
         })?;
         let order = host.next_order;
         host.next_order += 1;
@@ -484,17 +457,48 @@ impl PySession {
                 current
             } else {
                 let arg = FenceArg::read(obj.bind(py))?;
-                read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true)
+                let key = core.key;
+                each!(&*core.managers, |m| m
+                    .get_at(key)
+                    .map(|s| arg.is(s.fence())))
+                    == Some(true)
             };
             if current {
                 return Ok(obj.bind(py).clone());
             }
         }
-        let obj =
-            each!(&*core.managers, m => m.get_at(core.key).map(|s| fence_object(py, s.fence(), self.classes.get())))
-                .ok_or_else(gone)??;
+        let key = core.key;
+        let obj = each!(&*core.managers, |m| m.get_at(key).map(|s| fence_object(
+            py,
+            s.fence(),
+            self.classes.get()
+        )))
+        .ok_or_else(gone)??;
         inner.fence_object = Some(obj.clone().unbind());
         Ok(obj)
+    }
+
+    /// Runs one operation of the session under its host's lock: `run`
+    /// gets the session's place in its host and its Python side, and
+    /// returns the core's answer; on success the fence argument `arg` is
+    /// remembered, and a refusal becomes the seed's exception.
+    pub(crate) fn op<T>(
+        &self,
+        py: Python<'_>,
+        arg: &FenceArg<'_>,
+        cx: Context<'_>,
+        run: impl FnOnce(&mut Core<'_>, &mut Inner) -> PyResult<Result<T, CoreError>>,
+    ) -> PyResult<T> {
+        let mut g = self.lock(py);
+        let (core, inner) = g.parts()?;
+        let mut core = core.ok_or_else(gone)?;
+        match run(&mut core, inner)? {
+            Ok(value) => {
+                PySession::remember_in(Some(&core), inner, arg);
+                Ok(value)
+            }
+            Err(e) => Err(self.refuse(py, &mut g, e, Some(&arg.object), cx)),
+        }
     }
 
     /// Maps a core refusal: a fence mismatch becomes the seed's
@@ -536,7 +540,12 @@ impl PySession {
             return;
         }
         if let Some(core) = core {
-            if read!(&*core.managers, core.key, |s| arg.is(s.fence())) == Some(true) {
+            let key = core.key;
+            if each!(&*core.managers, |m| m
+                .get_at(key)
+                .map(|s| arg.is(s.fence())))
+                == Some(true)
+            {
                 inner.fence_object = Some(arg.object.clone().unbind());
             }
         }
@@ -544,14 +553,16 @@ impl PySession {
 
     /// The session's sequences, limit and generation before it closes.
     pub(crate) fn facts_of(core: &Core<'_>) -> Option<Facts> {
-        read!(&*core.managers, core.key, |s| unfinished!(s, t => Facts {
-            input_seq: t.input_seq(),
-            input_turn_seq: t.input_turn_seq(),
-            last_activity: t.last_activity(),
-            config_generation: t.config_generation(),
-            completed_limit: t.completed_limit(),
+        let key = core.key;
+        each!(&*core.managers, |m| m.get_at(key).and_then(|s| {
+            unfinished!(s, t => Facts {
+                input_seq: t.input_seq(),
+                input_turn_seq: t.input_turn_seq(),
+                last_activity: t.last_activity(),
+                config_generation: t.config_generation(),
+                completed_limit: t.completed_limit(),
+            })
         }))
-        .flatten()
     }
 }
 

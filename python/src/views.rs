@@ -3,7 +3,7 @@
 //! sequences and configs) read from the core and the Python objects the
 //! host gave, and the seed's dataclass constructor.
 
-use duplex_core::{InputMode, RequestState};
+use duplex_core::{AnySession, InputMode, RequestState};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -12,9 +12,8 @@ use crate::args;
 use crate::classes;
 use crate::classes::{resource_class, HostClasses};
 use crate::convert::{self, FenceArg, FenceValues};
-use crate::errors::gone;
-use crate::errors::{ensure_kind, with_kind};
-use crate::host::{each, read, Profile};
+use crate::errors::{ensure_kind, gone, with_kind};
+use crate::host::{each, Profile};
 use crate::manager::PyManager;
 use crate::session::{lease_of, unfinished, Facts, Opening, PySession, Record, SessionHost};
 
@@ -143,11 +142,11 @@ impl PySession {
         let mut g = self.lock(py);
         let state = g.kind()?;
         let (generation, requests) = match g.parts()? {
-            (Some(core), _) => read!(&*core.managers, core.key, |s| (
+            (Some(core), _) => each!(&*core.managers, |m| m.get_at(core.key).map(|s| (
                 s.lease_generation(),
                 s.resource_request_ids(None, None)
                     .map_or(0, |ids| ids.len()),
-            ))
+            )))
             .unwrap_or_default(),
             (None, inner) => (inner.closed.as_ref().map_or(0, |c| c.generation), 0),
         };
@@ -245,7 +244,7 @@ impl PySession {
         let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         // Read under the lock, built after it.
         let mut rows = Vec::new();
-        each!(&*core.managers, m => {
+        each!(&*core.managers, |m| {
             if let Some(t) = m.get_at(core.key) {
                 unfinished!(t, t => {
                     for (stage, id, fence) in t.bindings_with_fences() {
@@ -279,7 +278,7 @@ impl PySession {
         };
         let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         let mut rows = Vec::new();
-        each!(&*core.managers, m => {
+        each!(&*core.managers, |m| {
             if let Some(t) = m.get_at(core.key) {
                 unfinished!(t, t => {
                     for (stage, id, state, fence) in t.resources_with_fences() {
@@ -316,7 +315,8 @@ impl PySession {
         let remembered = inner.fence_object.as_ref().map(|o| o.clone_ref(py));
         // (op, handle, record, what a compact record takes from the core)
         let mut rows: Vec<(String, i64, Py<PyTuple>, FenceValues, InputMode, bool)> = Vec::new();
-        read!(&*core.managers, core.key, |s| unfinished!(s, t => {
+        each!(&*core.managers, |m| {
+            m.get_at(core.key).map(|s| unfinished!(s, t => {
             let own = t.fence();
             for r in t.completed_appends() {
                 let handle = r.results.first().copied().unwrap_or(-1);
@@ -326,7 +326,8 @@ impl PySession {
                     rows.push((r.operation.as_str().to_owned(), handle, record.clone_ref(py), fence, r.mode, r.finality.is_final()));
                 }
             }
-        }));
+        }))
+        });
         drop(g);
         for (op, handle, record, fence, mode, r#final) in rows {
             let r = record.bind(py);
@@ -360,7 +361,10 @@ impl PySession {
         let side = std::mem::size_of::<Option<(duplex_std::SessionKey, crate::session::Inner)>>();
         let core = match g.key {
             Some(key) if listed => {
-                let heap = read!(&g.host.managers, key, |s| s.heap_bytes()).unwrap_or(0);
+                let heap = each!(&g.host.managers, |m| m
+                    .get_at(key)
+                    .map(AnySession::heap_bytes))
+                .unwrap_or(0);
                 self.profile.session_bytes() + side + heap
             }
             _ => 0,
@@ -393,10 +397,9 @@ impl PySession {
     fn epoch_turn(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
         let mut g = self.lock(py);
         match g.parts()? {
-            (Some(core), _) => read!(&*core.managers, core.key, |s| (
-                s.fence().epoch,
-                s.fence().turn
-            ))
+            (Some(core), _) => each!(&*core.managers, |m| m
+                .get_at(core.key)
+                .map(|s| (s.fence().epoch, s.fence().turn)))
             .ok_or_else(gone),
             (None, inner) => inner
                 .closed

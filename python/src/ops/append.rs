@@ -9,9 +9,8 @@ use pyo3::types::{PyBool, PyList, PyTuple};
 use crate::args;
 use crate::classes;
 use crate::convert::{self, appended_object, ReservationArg};
-use crate::errors::gone;
-use crate::errors::{core_error, Context};
-use crate::host::{each, update};
+use crate::errors::{core_error, gone, Context};
+use crate::host::each;
 use crate::host::{CoreReservation, ProfileReservation};
 use crate::patch::{kwargs, shadowed};
 use crate::session::{LastReservation, PySession};
@@ -34,12 +33,15 @@ impl PySession {
         };
         let mut g = self.lock(py);
         let core = g.core()?;
-        let made = each!(&*core.managers, mgr => {
+        let made = each!(&*core.managers, |mgr| {
             let f = arg.fence()?;
-            mgr.get_at(core.key).ok_or_else(gone)?.prepare_append(&f, m).map(|r| {
-                let parts = (r.base_fence().epoch, r.base_input(), r.on_commit());
-                (parts, CoreReservation::wrap(r))
-            })
+            mgr.get_at(core.key)
+                .ok_or_else(gone)?
+                .prepare_append(&f, m)
+                .map(|r| {
+                    let parts = (r.base_fence().epoch, r.base_input(), r.on_commit());
+                    (parts, CoreReservation::wrap(r))
+                })
         });
         let ((base_epoch, (seq, turn_seq, key), on_commit), kept) = match made {
             Ok(parts) => parts,
@@ -100,10 +102,17 @@ impl PySession {
         let parts = ReservationArg::read(reservation, self.classes())?;
         let cx = self.cx(py);
         let mut g = self.lock(py);
-        let committed = update!(&mut g.core()?, [let r = parts.rebuild()], |s| match &r {
-            Ok(Some(r)) => s.commit_append(r),
-            Ok(None) | Err(_) => Err(stale()),
-        })?;
+        let committed = {
+            let (managers, key) = g.core()?.into_parts();
+            each!(managers, |m| {
+                let r = parts.rebuild();
+                m.update_at(key, |s| match &r {
+                    Ok(Some(r)) => s.commit_append(r),
+                    Ok(None) | Err(_) => Err(stale()),
+                })
+                .ok_or_else(gone)
+            })
+        }?;
         match committed {
             Ok(a) => {
                 PySession::remember(&mut g, &parts.fence)?;
@@ -135,7 +144,7 @@ impl PySession {
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
         let core = core.ok_or_else(gone)?;
-        let found = each!(&*core.managers, mgr => {
+        let found = each!(&*core.managers, |mgr| {
             let f = inner.fence(&arg, self.classes())?;
             let op = convert::id(operation_id)?;
             mgr.get_at(core.key)
@@ -215,20 +224,33 @@ impl PySession {
         };
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
+        let core = core.ok_or_else(gone)?;
         let counter = inner.next_handle;
-        let recorded = update!(&mut core, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s| {
-            let own = compact.is_some() && f.same_identity(s.fence());
-            let handle = crate::session::Record::handle(counter, own);
-            // The state is checked before the table (SPEC: wrong_state, then
-            // the seed's order, then full): a lookup checks it and changes
-            // nothing.
-            match (too_many, s.completed(&f, &op, m, r#final.into())) {
-                (_, Err(e @ CoreError::WrongState { .. })) => Err(e),
-                (Some(max), _) => Err(CoreError::Full { table: duplex_core::Table::StageResults, capacity: max }),
-                _ => s.record_completed(&f, &op, m, r#final.into(), &[handle]).map(|()| (handle, own)),
-            }
-        })?;
+        let recorded = {
+            let key = core.key;
+            each!(&mut *core.managers, |mgr| {
+                let f = inner.fence(&arg, self.classes())?;
+                let op = convert::id(operation_id)?;
+                mgr.update_at(key, |s| {
+                    let own = compact.is_some() && f.same_identity(s.fence());
+                    let handle = crate::session::Record::handle(counter, own);
+                    // The state is checked before the table (SPEC: wrong_state, then
+                    // the seed's order, then full): a lookup checks it and changes
+                    // nothing.
+                    match (too_many, s.completed(&f, &op, m, r#final.into())) {
+                        (_, Err(e @ CoreError::WrongState { .. })) => Err(e),
+                        (Some(max), _) => Err(CoreError::Full {
+                            table: duplex_core::Table::StageResults,
+                            capacity: max,
+                        }),
+                        _ => s
+                            .record_completed(&f, &op, m, r#final.into(), &[handle])
+                            .map(|()| (handle, own)),
+                    }
+                })
+                .ok_or_else(gone)
+            })
+        }?;
         let (handle, own) = recorded.map_err(|e| core_error(e, cx))?;
         let record = match &compact {
             Some(items) if own => items.clone(),
@@ -272,9 +294,14 @@ impl PySession {
         let m = convert::mode(mode, self.classes())?;
         let mut g = self.lock(py);
         let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
-        let appended =
-            update!(&mut core, [let f = inner.fence(&arg, self.classes())?], |s| s.append(&f, m))?;
+        let core = core.ok_or_else(gone)?;
+        let appended = {
+            let key = core.key;
+            each!(&mut *core.managers, |mgr| {
+                let f = inner.fence(&arg, self.classes())?;
+                mgr.update_at(key, |s| s.append(&f, m)).ok_or_else(gone)
+            })
+        }?;
         match appended {
             Ok(a) => {
                 if inner.fence_object.as_ref().is_none_or(|o| !o.is(fence)) {

@@ -8,7 +8,7 @@ use pyo3::types::{PyList, PyString};
 use crate::args;
 use crate::convert::{names, FenceArg, FenceValues};
 use crate::errors::{core_error, gone};
-use crate::host::{read, update};
+use crate::host::each;
 use crate::patch::{kwargs, shadowed};
 use crate::session::{Closed, Locked, PySession};
 
@@ -69,9 +69,13 @@ impl PySession {
         let ids: Vec<String> = match g.kind()? {
             StateKind::Closing => self.finalize_locked(py, &mut g)?,
             StateKind::Closed => Vec::new(),
-            StateKind::Open | StateKind::Detached => update!(&mut g.core()?, [], |s| s
-                .release_all()
-                .map(|ids| names(&ids)))?
+            StateKind::Open | StateKind::Detached => {
+                let (managers, key) = g.core()?.into_parts();
+                each!(managers, |m| {
+                    m.update_at(key, |s| s.release_all().map(|ids| names(&ids)))
+                        .ok_or_else(gone)
+                })
+            }?
             .map_err(|e| core_error(e, self.cx(py)))?,
         };
         drop(g);
@@ -124,19 +128,32 @@ impl PySession {
         if !matches!(g.kind()?, StateKind::Open | StateKind::Detached) {
             return Ok(false);
         }
-        let accepted = update!(&mut g.core()?, [let f = fence.fence()?], |s| s.accept_fence(&f))?;
+        let accepted = {
+            let (managers, key) = g.core()?.into_parts();
+            each!(managers, |m| {
+                let f = fence.fence()?;
+                m.update_at(key, |s| s.accept_fence(&f)).ok_or_else(gone)
+            })
+        }?;
         if let Err(e) = accepted {
             return Err(self.refuse(py, &mut g, e, Some(&fence.object), cx));
         }
         let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
+        let core = core.ok_or_else(gone)?;
         let facts = Self::facts_of(&core).unwrap_or_default();
         let core_reason = close_reason(reason.to_str()?);
-        let generation = update!(&mut core, [let f = fence.fence()?], |s| {
-            let mut released = duplex_core::RequestIds::new();
-            s.close_into(&f, core_reason, &mut released)
-                .map(|()| s.lease_generation())
-        })?
+        let generation = {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = fence.fence()?;
+                m.update_at(key, |s| {
+                    let mut released = duplex_core::RequestIds::new();
+                    s.close_into(&f, core_reason, &mut released)
+                        .map(|()| s.lease_generation())
+                })
+                .ok_or_else(gone)
+            })
+        }?
         .map_err(|e| core_error(e, cx))?;
         inner.closed = Some(Box::new(Closed {
             fence: fence.object.clone().unbind(),
@@ -162,8 +179,14 @@ impl PySession {
     ) -> PyResult<bool> {
         let core_reason = close_reason(reason.to_str()?);
         let cx = self.cx(py);
-        let result =
-            update!(&mut g.core()?, [let f = fence.fence()?], |s| s.begin_close(&f, core_reason))?;
+        let result = {
+            let (managers, key) = g.core()?.into_parts();
+            each!(managers, |m| {
+                let f = fence.fence()?;
+                m.update_at(key, |s| s.begin_close(&f, core_reason))
+                    .ok_or_else(gone)
+            })
+        }?;
         match result {
             Ok(()) => {
                 Self::remember(g, fence)?;
@@ -188,15 +211,22 @@ impl PySession {
     ) -> PyResult<Vec<String>> {
         let cx = self.cx(py);
         let (core, inner) = g.parts()?;
-        let mut core = core.ok_or_else(gone)?;
+        let core = core.ok_or_else(gone)?;
         let facts = Self::facts_of(&core).unwrap_or_default();
-        let ids: Vec<String> = update!(&mut core, [], |s| s
-            .finalize()
-            .map(|ids| { ids.iter().map(|id| id.as_str().to_owned()).collect() }))?
+        let ids: Vec<String> = {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                m.update_at(key, |s| {
+                    s.finalize()
+                        .map(|ids| ids.iter().map(|id| id.as_str().to_owned()).collect())
+                })
+                .ok_or_else(gone)
+            })
+        }?
         .map_err(|e| core_error(e, cx))?;
         // The fence object the seed shows: the remembered one if the core's
         // fence (kept once closed) still has its values.
-        let (values, current) = read!(&*core.managers, core.key, |s| {
+        let (values, current) = each!(&*core.managers, |m| m.get_at(core.key).map(|s| {
             (
                 FenceValues::of(s.fence()),
                 inner
@@ -204,15 +234,15 @@ impl PySession {
                     .as_ref()
                     .is_some_and(|o| FenceArg::read(o.bind(py)).is_ok_and(|arg| arg.is(s.fence()))),
             )
-        })
+        }))
         .ok_or_else(gone)?;
         let fence = match (&inner.fence_object, current) {
             (Some(object), true) => object.clone_ref(py),
             _ => values.object(py, self.classes.get())?.unbind(),
         };
-        let (epoch, turn, generation) = read!(&*core.managers, core.key, |s| {
-            (s.fence().epoch, s.fence().turn, s.lease_generation())
-        })
+        let (epoch, turn, generation) = each!(&*core.managers, |m| m
+            .get_at(core.key)
+            .map(|s| { (s.fence().epoch, s.fence().turn, s.lease_generation()) }))
         .unwrap_or_default();
         inner.closed = Some(Box::new(Closed {
             fence,

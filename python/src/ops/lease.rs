@@ -7,10 +7,9 @@ use pyo3::prelude::*;
 
 use crate::args;
 use crate::convert::{self};
-use crate::errors::gone;
-use crate::errors::{core_error, generation_mismatch, with_kind, Context};
-use crate::host::{apply, update};
-use crate::session::{op, PySession};
+use crate::errors::{core_error, generation_mismatch, gone, with_kind, Context};
+use crate::host::each;
+use crate::session::PySession;
 
 #[pymethods]
 impl PySession {
@@ -19,13 +18,13 @@ impl PySession {
     pub(super) fn accept_fence(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<()> {
         let arg = self.arg(fence)?;
         let cx = self.cx(py);
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?], |s| s.accept_fence(&f))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                m.update_at(key, |s| s.accept_fence(&f)).ok_or_else(gone)
+            })
+        })
     }
 
     /// Records activity.
@@ -57,13 +56,15 @@ impl PySession {
         }
         let arg = self.arg(fence)?;
         let cx = self.cx(py);
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| s.touch(&f, activity, t))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                m.at(now)
+                    .apply_at(key, |s, t| s.touch(&f, activity, t))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// The client went away (Open → Detached).
@@ -71,13 +72,15 @@ impl PySession {
         let arg = self.arg(fence)?;
         let now = self.now(py)?;
         let cx = self.cx(py);
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| s.detach(&f, t))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                m.at(now)
+                    .apply_at(key, |s, t| s.detach(&f, t))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// Resume with the lease generation; returns the new generation.
@@ -97,11 +100,19 @@ impl PySession {
         let cx = self.cx(py);
         // For a value that is not a generation, any generation but the
         // current one: the core's checks, in order, end in the mismatch.
-        op!(self, py, arg, cx, |core, inner| {
-            let result = apply!(core, now, [let f = inner.fence(&arg, self.classes())?], |s, t| {
-                let other = s.lease_generation().wrapping_add(1);
-                s.resume(&f, given.unwrap_or(other), t)
-            })?;
+        self.op(py, &arg, cx, |core, inner| {
+            let result = {
+                let key = core.key;
+                each!(&mut *core.managers, |m| {
+                    let f = inner.fence(&arg, self.classes())?;
+                    m.at(now)
+                        .apply_at(key, |s, t| {
+                            let other = s.lease_generation().wrapping_add(1);
+                            s.resume(&f, given.unwrap_or(other), t)
+                        })
+                        .ok_or_else(gone)
+                })
+            }?;
             match (given, result) {
                 (None, Err(CoreError::GenerationMismatch { expected, .. })) => {
                     Err(generation_mismatch(expected, expected_lease_generation))
@@ -126,13 +137,16 @@ impl PySession {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s, t| s.begin_operation(&f, &op, t))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                let op = convert::id(operation_id)?;
+                m.at(now)
+                    .apply_at(key, |s, t| s.begin_operation(&f, &op, t))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// Ends a lease operation.
@@ -149,13 +163,16 @@ impl PySession {
             operation: Some(operation_id),
             ..self.cx(py)
         };
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| apply!(core, now, [let f = inner.fence(&arg, self.classes())?, let op = convert::id(operation_id)?], |s, t| s.end_operation(&f, &op, t))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                let op = convert::id(operation_id)?;
+                m.at(now)
+                    .apply_at(key, |s, t| s.end_operation(&f, &op, t))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// Replaces the session configuration (a new generation).
@@ -198,8 +215,15 @@ impl PySession {
         // The core's rule: the state first (a closing session refuses even
         // an empty call), then nothing given changes nothing.
         let published = match g.parts()?.0 {
-            Some(mut core) => update!(&mut core, [], |s| s
-                .replace_configs(given.0.then_some(()), given.1.then_some(())))?,
+            Some(core) => {
+                let key = core.key;
+                each!(&mut *core.managers, |m| {
+                    m.update_at(key, |s| {
+                        s.replace_configs(given.0.then_some(()), given.1.then_some(()))
+                    })
+                    .ok_or_else(gone)
+                })
+            }?,
             None => Err(CoreError::WrongState {
                 operation: "replace_configs",
                 state: StateKind::Closed,
@@ -256,12 +280,10 @@ impl PySession {
             let key = core.key;
             match (core.managers, converted) {
                 (Managers::Server(m), CoreFence::Server(f)) => {
-                    m.clock().set(now);
-                    m.apply_at(key, |s, t| s.touch(f, activity, t))
+                    m.at(now).apply_at(key, |s, t| s.touch(f, activity, t))
                 }
                 (Managers::Conformance(m), CoreFence::Conformance(f)) => {
-                    m.clock().set(now);
-                    m.apply_at(key, |s, t| s.touch(f, activity, t))
+                    m.at(now).apply_at(key, |s, t| s.touch(f, activity, t))
                 }
                 _ => return None,
             }

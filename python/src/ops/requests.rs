@@ -8,10 +8,10 @@ use pyo3::types::PyList;
 
 use crate::args;
 use crate::convert::{self, names, FenceArg};
-use crate::errors::{core_error, Context};
-use crate::host::{each, update};
+use crate::errors::{core_error, gone, Context};
+use crate::host::each;
 use crate::patch::shadowed;
-use crate::session::{ids_list, op, PySession};
+use crate::session::{ids_list, PySession};
 
 #[pymethods]
 impl PySession {
@@ -31,13 +31,15 @@ impl PySession {
             request: Some(request_id),
             ..self.cx(py)
         };
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?, let request = convert::id(request_id)?], |s| s.reserve(&f, stage_id, &request))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                let request = convert::id(request_id)?;
+                m.update_at(key, |s| s.reserve(&f, stage_id, &request))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// Binds a stage request (reserve, accept the fence, submit).
@@ -56,13 +58,15 @@ impl PySession {
             request: Some(request_id),
             ..self.cx(py)
         };
-        op!(
-            self,
-            py,
-            arg,
-            cx,
-            |core, inner| update!(core, [let f = inner.fence(&arg, self.classes())?, let request = convert::id(request_id)?], |s| s.bind(&f, stage_id, &request))
-        )
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                let request = convert::id(request_id)?;
+                m.update_at(key, |s| s.bind(&f, stage_id, &request))
+                    .ok_or_else(gone)
+            })
+        })
     }
 
     /// Request ids of the stage bindings (at exactly `fence`, if given).
@@ -81,7 +85,7 @@ impl PySession {
         let Some(core) = g.parts()?.0 else {
             return Ok(PyList::empty(py));
         };
-        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, mgr => {
+        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, |mgr| {
             match arg.as_ref().map(FenceArg::fence).transpose() {
                 // One entry per binding, as the seed lists them (a request
                 // bound on two stages appears twice).
@@ -124,10 +128,11 @@ impl PySession {
         let Some(core) = g.parts()?.0 else {
             return Ok(PyList::empty(py));
         };
-        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, mgr => {
+        let ids: Result<Vec<String>, CoreError> = each!(&*core.managers, |mgr| {
             match arg.as_ref().map(FenceArg::fence).transpose() {
                 Ok(at) => mgr.get_at(core.key).map_or(Ok(Vec::new()), |s| {
-                    s.resource_request_ids(at.as_ref(), state).map(|ids| names(&ids))
+                    s.resource_request_ids(at.as_ref(), state)
+                        .map(|ids| names(&ids))
                 }),
                 Err(_) => Ok(Vec::new()),
             }
@@ -142,11 +147,13 @@ impl PySession {
         let ids = args::str_items(request_ids, "request_ids")?;
         let ids = args::texts(&ids)?;
         let mut g = self.lock(py);
-        let Some(mut core) = g.parts()?.0 else {
+        let Some(core) = g.parts()?.0 else {
             return Ok(()); // a closed session holds nothing
         };
-        update!(&mut core, [], |s| s
-            .release_where(|id| ids.contains(&id.as_str())))?
+        let key = core.key;
+        each!(&mut *core.managers, |m| m.update_at(key, |s| s
+            .release_where(|id| ids.contains(&id.as_str()))))
+        .ok_or_else(gone)?
         .map_err(|e| core_error(e, Context::default()))
     }
 
@@ -160,10 +167,16 @@ impl PySession {
         let cx = self.cx(py);
         let mut g = self.lock(py);
         // A fence with an id no session can have holds nothing.
-        let released = update!(&mut g.core()?, [let f = arg.fence()], |s| match &f {
-            Ok(f) => s.release_fence(f).map(|ids| names(&ids)),
-            Err(_) => Ok(Vec::new()),
-        })?;
+        let core = g.core()?;
+        let key = core.key;
+        let released = each!(core.managers, |m| {
+            let f = arg.fence();
+            m.update_at(key, |s| match &f {
+                Ok(f) => s.release_fence(f).map(|ids| names(&ids)),
+                Err(_) => Ok(Vec::new()),
+            })
+        })
+        .ok_or_else(gone)?;
         drop(g);
         let ids = released.map_err(|e| core_error(e, cx))?;
         ids_list(py, ids.iter().map(String::as_str))
