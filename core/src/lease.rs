@@ -252,6 +252,10 @@ pub(crate) struct Lease<T: Tables> {
     pub(crate) generation: u64,
     pub(crate) last_activity: Instant,
     pub(crate) active: ActiveOps<T>,
+    /// The control id of the resume that produced `generation` (unused:
+    /// the open, or a resume without one): a resume asked again with it is
+    /// answered with `generation`, unchanged.
+    pub(crate) resumed_by: T::StoredId,
 }
 
 /// The active operation ids: a set of at most `A`, kept as a prefix of a
@@ -347,6 +351,7 @@ impl<T: Tables> Lease<T> {
             generation: 0,
             last_activity: now,
             active: ActiveOps::new(),
+            resumed_by: T::StoredId::default(),
         }
     }
 
@@ -357,6 +362,37 @@ impl<T: Tables> Lease<T> {
         self.generation = 0;
         self.last_activity = now;
         self.active.clear();
+        self.resumed_by = T::StoredId::default();
+    }
+
+    /// The generation the resume with `control` produced, if it produced
+    /// the current one (a resume asked again).
+    pub(crate) fn resumed_by(&self, control: &T::Id) -> Option<u64> {
+        self.resumed_by.is(control).then_some(self.generation)
+    }
+
+    /// A resume checked against `expected_generation` (a refusal changes
+    /// nothing): the generation moves on, `control` (if any) is recorded as
+    /// the resume that produced it, and activity is recorded.
+    pub(crate) fn resume(
+        &mut self,
+        expected_generation: u64,
+        control: Option<&T::Id>,
+        now: Instant,
+    ) -> Result<u64, Error> {
+        if expected_generation != self.generation {
+            return Err(Error::GenerationMismatch {
+                expected: self.generation,
+                actual: expected_generation,
+            });
+        }
+        self.generation = self.generation.saturating_add(1);
+        match control {
+            Some(c) => self.resumed_by.set(c),
+            None => self.resumed_by = T::StoredId::default(),
+        }
+        self.last_activity = now;
+        Ok(self.generation)
     }
 
     /// Checks `begin_operation` without changing anything.
@@ -406,5 +442,6 @@ impl<T: Tables> Lease<T> {
     pub(crate) fn mark_closing(&mut self) {
         self.generation = self.generation.saturating_add(1);
         self.active.clear();
+        self.resumed_by = T::StoredId::default();
     }
 }

@@ -141,7 +141,7 @@ pub use session::snapshot::{max_snapshot_len, SnapshotError, SNAPSHOT_VERSION};
 pub use session::state::{
     Attached, Closed, Closing, Detached, Finalizable, Live, Open, State, StateKind, Unfinished,
 };
-pub use session::{OpenOptions, Session};
+pub use session::{OpenOptions, Resumption, Session};
 #[cfg(feature = "embassy-time")]
 #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
 pub use time::EmbassyClock;
@@ -189,12 +189,13 @@ mod guarantees {
     const_assert!(core::mem::size_of::<Id<128>>() == 128);
     // A default-profile session, packed column by column (on 64-bit
     // targets: resources 8 x 61 bytes and two counts, completed appends
-    // 8 x 90 and the ring's counters and settings, fence 64, lease 160,
-    // cursor 32, config generation 8: 1,488 with 9 bytes of padding), and
+    // 8 x 90 and the ring's counters and settings, fence 64, lease 192
+    // (with the control id of the last resume, 32), cursor 32, config
+    // generation 8: 1,520 with 9 bytes of padding), and
     // the enum that holds any state.
-    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_488);
-    const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_496);
-    const_assert!(core::mem::size_of::<AnySession>() <= 1_504);
+    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_520);
+    const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_528);
+    const_assert!(core::mem::size_of::<AnySession>() <= 1_536);
 }
 
 // The crate's README is what crates.io shows: its examples are tested.

@@ -72,3 +72,25 @@ def test_the_views_methods_act_on_the_session(session, fence):
     assert ls.mark_terminal("again") is False
     with pytest.raises(RuntimeError, match="^duplex lease is terminal: explicit_close$"):
         ls.touch(125.0, d.DuplexLeaseActivity.HEARTBEAT)
+
+
+def test_a_resume_asked_again_with_its_control_id_changes_nothing(session, fence, clock):
+    # vllm-omni 0.30's `resumed_by`: the caller lost the first answer.
+    session.detach(fence)
+    clock.now = 200.0
+    assert session.resume(fence, expected_lease_generation=0, control_id="ctl-1") == 1
+    clock.now = 210.0
+    session.detach(fence)
+    clock.now = 220.0
+    assert session.resume(fence, expected_lease_generation=0, control_id="ctl-1") == 1
+    assert session.lease.generation == 1 and session.lease.detached_at == 210.0
+    with pytest.raises(ValueError) as e:
+        session.resume(fence, expected_lease_generation=0, control_id="ctl-2")
+    assert e.value.kind == "generation_mismatch"
+    assert session.resume(fence, expected_lease_generation=1, control_id="ctl-2") == 2
+    # Without a control id, a resume is never a replay.
+    with pytest.raises(ValueError):
+        session.resume(fence, expected_lease_generation=1)
+    with pytest.raises(ValueError) as e:
+        session.resume(fence, expected_lease_generation=2, control_id="x" * 200)
+    assert e.value.kind == "invalid_id"

@@ -235,6 +235,40 @@ pub trait Sessions<P: Profile = Conformance>: Sized {
         })
     }
 
+    /// [`resume`](Self::resume) named by a control id, idempotent: asked
+    /// again with the control id of the resume that produced the current
+    /// generation (its caller lost the answer), it answers with that
+    /// generation and changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// `unknown_session`, `invalid_id`, `wrong_state`, `fence_mismatch`,
+    /// `generation_mismatch`.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// m.detach(&f)?;
+    /// assert_eq!(m.resume_idempotent(&f, 0, "ctl-9")?, 1);
+    /// assert_eq!(m.resume_idempotent(&f, 0, "ctl-9")?, 1); // the same answer
+    /// assert_eq!(m.resume_idempotent(&f, 0, "ctl-10").unwrap_err().kind(), ErrorKind::GenerationMismatch);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn resume_idempotent(
+        self,
+        fence: &Fence<IdOf<P>>,
+        expected_generation: u64,
+        control: impl AsRef<str>,
+    ) -> Result<u64, Error<IdOf<P>>> {
+        self.apply(&fence.session, |s, now| {
+            let control = id(control.as_ref())?;
+            s.resume_idempotent(fence, expected_generation, &control, now)
+        })
+    }
+
     /// Starts a lease operation (Open): the session does not idle-expire
     /// while one is active.
     ///

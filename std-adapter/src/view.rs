@@ -39,6 +39,9 @@ pub struct SessionView<I = Id> {
     pub lease_generation: u64,
     /// Configuration generation.
     pub config_generation: u64,
+    /// The control id of the resume that produced the lease generation
+    /// (see [`Sessions::resume_idempotent`](crate::Sessions::resume_idempotent)).
+    pub resumed_by: Option<I>,
     /// Last lease activity.
     pub last_activity: Instant,
     /// When the client detached (Detached only).
@@ -87,6 +90,7 @@ impl<I: IdText> SessionView<I> {
             input_turn_seq: s.input_turn_seq(),
             lease_generation: s.lease_generation(),
             config_generation: s.config_generation(),
+            resumed_by: s.resumed_by().and_then(|c| I::new(c).ok()),
             last_activity: s.last_activity(),
             detached_at,
             active_operations,

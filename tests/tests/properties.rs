@@ -40,6 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (s.clone(), rel(), 0u8..8).prop_map(|(s, f, activity)| Op::Touch { s, f, activity }),
         2 => (s.clone(), rel()).prop_map(|(s, f)| Op::Detach { s, f }),
         2 => (s.clone(), rel(), -1i64..2).prop_map(|(s, f, generation_delta)| Op::Resume { s, f, generation_delta }),
+        2 => (s.clone(), rel(), -1i64..2, text("ctl")).prop_map(|(s, f, generation_delta, control)| Op::ResumeBy { s, f, generation_delta, control }),
         2 => (s.clone(), rel(), text("op")).prop_map(|(s, f, op)| Op::BeginOp { s, f, op }),
         2 => (s.clone(), rel(), text("op")).prop_map(|(s, f, op)| Op::EndOp { s, f, op }),
         6 => (s.clone(), rel(), mode.clone()).prop_map(|(s, f, mode)| Op::Append { s, f, mode }),

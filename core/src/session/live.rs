@@ -110,7 +110,7 @@ impl<S: State, P: Profile> Session<S, P> {
     {
         let mut generation = 0;
         let session = self.guarded(|s| {
-            generation = s.resume_in_place(fence, expected_generation, now)?;
+            generation = s.resume_in_place(fence, expected_generation, None, now)?;
             Ok(())
         })?;
         // `detached_at` lives in the `Detached` marker: it goes with it.
@@ -119,27 +119,92 @@ impl<S: State, P: Profile> Session<S, P> {
 
     /// The rule of [`resume`](Self::resume), where the session sits: the
     /// fence and the generation are checked (a refusal changes nothing),
-    /// then the generation is bumped and activity recorded. The state move
+    /// then the generation is bumped, `control` recorded as the resume
+    /// that produced it, and activity recorded. The state move
     /// (Detached → Open) is the caller's.
     pub(super) fn resume_in_place(
         &mut self,
         fence: &Fence<IdOf<P>>,
         expected_generation: u64,
+        control: Option<&IdOf<P>>,
         now: Instant,
     ) -> Result<u64, Error>
     where
         S: Live,
     {
         self.fence.admits(fence)?;
-        if expected_generation != self.lease.generation {
-            return Err(Error::GenerationMismatch {
-                expected: self.lease.generation,
-                actual: expected_generation,
-            });
+        self.lease.resume(expected_generation, control, now)
+    }
+
+    /// The generation the resume named `control` produced, if it produced
+    /// the current one: a resume asked again is answered with it, and
+    /// nothing changes. The fence is checked first.
+    pub(super) fn replayed(
+        &self,
+        fence: &Fence<IdOf<P>>,
+        control: &IdOf<P>,
+    ) -> Result<Option<u64>, Error>
+    where
+        S: Live,
+    {
+        self.fence.admits(fence)?;
+        Ok(self.lease.resumed_by(control))
+    }
+
+    /// [`resume`](Self::resume) named by a control id, idempotent: asked
+    /// again with the control id of the resume that produced the current
+    /// generation (its caller lost the first answer), it answers with that
+    /// generation and changes nothing, in whatever live state the session
+    /// is; otherwise it resumes, and records `control`. As vllm-omni's
+    /// released lease (`resumed_by`), but the fence is checked first.
+    ///
+    /// # Errors
+    ///
+    /// The unchanged session with [`Error::FenceMismatch`] or
+    /// [`Error::GenerationMismatch`].
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let control = Id::new("ctl-1")?;
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// let d = s.detach(&f, Instant::ZERO)?;
+    /// let Resumption::Resumed(open, 1) = d.resume_idempotent(&f, 0, &control, Instant::ZERO)? else {
+    ///     unreachable!()
+    /// };
+    /// // The answer was lost; asked again, the same resume gets the same generation.
+    /// let Resumption::Replayed(open, 1) = open.resume_idempotent(&f, 0, &control, Instant::ZERO)? else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!((open.lease_generation(), open.resumed_by()), (1, Some("ctl-1")));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resume_idempotent(
+        self,
+        fence: &Fence<IdOf<P>>,
+        expected_generation: u64,
+        control: &IdOf<P>,
+        now: Instant,
+    ) -> Result<Resumption<S, P>, Rejected<Self>>
+    where
+        S: Live,
+    {
+        match self.replayed(fence, control) {
+            Ok(Some(generation)) => return Ok(Resumption::Replayed(self, generation)),
+            Ok(None) => {}
+            Err(error) => {
+                return Err(Rejected {
+                    error,
+                    session: self,
+                })
+            }
         }
-        self.lease.generation = self.lease.generation.saturating_add(1);
-        self.lease.last_activity = now;
-        Ok(self.lease.generation)
+        let mut generation = 0;
+        let session = self.guarded(|s| {
+            generation = s.resume_in_place(fence, expected_generation, Some(control), now)?;
+            Ok(())
+        })?;
+        Ok(Resumption::Resumed(session.into_state(Open), generation))
     }
 
     /// Ends an active lease operation.
@@ -573,4 +638,20 @@ impl<S: State, P: Profile> Session<S, P> {
         self.lease.mark_closing();
         self.into_state(Closing::new(reason))
     }
+}
+
+/// What [`Session::resume_idempotent`] did.
+///
+/// # Examples
+///
+/// See [`Session::resume_idempotent`].
+#[derive(Debug)]
+#[must_use = "the session is inside: a dropped `Resumption` drops the session with the requests it owns"]
+pub enum Resumption<S: State, P: Profile = crate::profile::Conformance> {
+    /// The resume took effect: the session is open under the new
+    /// generation.
+    Resumed(Session<Open, P>, u64),
+    /// The same resume asked again: the session as it was, and the
+    /// generation that resume produced.
+    Replayed(Session<S, P>, u64),
 }

@@ -35,8 +35,11 @@ use crate::lease::{Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::profile::{Conformance, IdOf, Profile, Tables};
 use crate::requests::Requests;
+use crate::storage::StoredId as _;
 use crate::time::Instant;
 use state::{Open, State, StateKind};
+
+pub use live::Resumption;
 
 /// How a session is opened: capabilities, lease, completed-append limit and
 /// the two opaque configurations.
@@ -415,6 +418,26 @@ impl<S: State, P: Profile> Session<S, P> {
     /// ```
     pub fn lease_generation(&self) -> u64 {
         self.lease.generation
+    }
+
+    /// The control id of the resume that produced the current generation
+    /// (see [`resume_idempotent`](Self::resume_idempotent)); `None` after
+    /// the open, a resume without one, or a close.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// assert_eq!(s.resumed_by(), None);
+    /// let Resumption::Resumed(s, _) = s.resume_idempotent(&f, 0, &Id::new("c")?, Instant::ZERO)? else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!(s.resumed_by(), Some("c"));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resumed_by(&self) -> Option<&str> {
+        let control = &self.lease.resumed_by;
+        (!control.is_unused()).then(|| control.text())
     }
 
     /// Checks that the lease is still at `generation`, the one a connection

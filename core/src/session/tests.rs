@@ -395,6 +395,54 @@ mod detached {
         let (open, generation) = s.resume(&fence(), 0, at(500)).unwrap();
         assert_eq!((generation, open.deadline()), (1, Some(at(10_500))));
     }
+
+    #[test]
+    fn a_resume_asked_again_changes_nothing_and_only_the_last_one_counts() {
+        let (a, b) = (id("ctl-a"), id("ctl-b"));
+        let mut s = AnySession::from(session_detached());
+        assert_eq!(s.resume_idempotent(&fence(), 0, &a, at(200)), Ok(1));
+        s.detach(&fence(), at(300)).unwrap();
+        // Asked again, whatever generation it names: the first answer, and
+        // the session stays detached with its activity.
+        for expected in [0, 1, 9] {
+            assert_eq!(s.resume_idempotent(&fence(), expected, &a, at(400)), Ok(1));
+        }
+        assert_eq!(
+            (s.kind(), s.as_detached().map(Session::last_activity)),
+            (StateKind::Detached, Some(at(300)))
+        );
+        // Asked again with a stale fence: refused as any call is.
+        let stale = Fence::new(id("s"), 0);
+        assert_eq!(
+            s.resume_idempotent(&stale, 0, &a, at(400))
+                .map_err(|e| e.kind()),
+            Err(ErrorKind::FenceMismatch)
+        );
+        // Another resume moves on and replaces the control id; so does a
+        // resume without one.
+        assert_eq!(s.resume_idempotent(&fence(), 1, &b, at(500)), Ok(2));
+        assert_eq!(
+            s.resume_idempotent(&fence(), 1, &a, at(500))
+                .map_err(|e| e.kind()),
+            Err(ErrorKind::GenerationMismatch)
+        );
+        assert_eq!(s.resume(&fence(), 2, at(600)), Ok(3));
+        assert_eq!(s.resumed_by(), None);
+        assert_eq!(
+            s.resume_idempotent(&fence(), 2, &b, at(600))
+                .map_err(|e| e.kind()),
+            Err(ErrorKind::GenerationMismatch)
+        );
+        // A close forgets it.
+        s.resume_idempotent(&fence(), 3, &a, at(700)).unwrap();
+        s.begin_close(&fence(), CloseReason::ClientClose).unwrap();
+        assert_eq!(s.resumed_by(), None);
+        assert_eq!(
+            s.resume_idempotent(&fence(), 4, &a, at(800))
+                .map_err(|e| e.kind()),
+            Err(ErrorKind::WrongState)
+        );
+    }
 }
 
 mod closing {

@@ -83,14 +83,22 @@ impl PySession {
         })
     }
 
-    /// Resume with the lease generation; returns the new generation.
-    #[pyo3(signature = (fence, *, expected_lease_generation))]
+    /// Resume with the lease generation; returns the new generation. With
+    /// a `control_id` (vllm-omni 0.30's `resumed_by`), a resume asked again
+    /// with the control id of the resume that produced the current
+    /// generation gets that generation, and nothing changes.
+    #[pyo3(signature = (fence, *, expected_lease_generation, control_id = None))]
     fn resume(
         &self,
         py: Python<'_>,
         fence: &Bound<'_, PyAny>,
         expected_lease_generation: &Bound<'_, PyAny>,
+        control_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
+        let control_id = control_id
+            .filter(|c| !c.is_none())
+            .map(|c| args::text(c, "control_id"))
+            .transpose()?;
         // A value that is not a generation (not an integer in 0..2**64)
         // equals no generation: the seed's comparison refuses it as a
         // mismatch, after the same checks.
@@ -105,10 +113,15 @@ impl PySession {
                 let key = core.key;
                 each!(&mut *core.managers, |m| {
                     let f = inner.fence(&arg, self.classes())?;
+                    let control = control_id.map(convert::id).transpose()?;
                     m.at(now)
                         .apply_at(key, |s, t| {
                             let other = s.lease_generation().wrapping_add(1);
-                            s.resume(&f, given.unwrap_or(other), t)
+                            let expected = given.unwrap_or(other);
+                            match &control {
+                                Some(c) => s.resume_idempotent(&f, expected, c, t),
+                                None => s.resume(&f, expected, t),
+                            }
                         })
                         .ok_or_else(gone)
                 })

@@ -180,6 +180,14 @@ fn session_ops<P: Profile<SessionConfig = (), RuntimeConfig = ()>>(
         Err(r) => (r.session, 9),
     };
     acc ^= g;
+    let s = match s.resume_idempotent(&f, inp.u64() % 3, &base.session, inp.now()) {
+        Ok(duplex_core::Resumption::Resumed(s, g) | duplex_core::Resumption::Replayed(s, g)) => {
+            acc ^= g;
+            s
+        }
+        Err(r) => r.session,
+    };
+    acc ^= s.resumed_by().map_or(22, |c| c.len() as u64);
     let mut s = s;
     if s.recycle(
         inp.fence(&base),
@@ -271,9 +279,12 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
         acc ^= any
             .migrate(inp.u64(), inp.now())
             .map_or(10, |f| f.incarnation);
-        acc ^= match inp.u64() % 7 {
+        acc ^= match inp.u64() % 8 {
             0 => any.detach(&f, inp.now()).map_or(11, |()| 12),
             1 => any.resume(&f, inp.u64() % 3, inp.now()).unwrap_or(13),
+            6 => any
+                .resume_idempotent(&f, inp.u64() % 3, &f.session, inp.now())
+                .unwrap_or(23),
             2 => any.begin_close(&f, inp.reason()).map_or(14, |()| 15),
             3 => any.finalize().map_or(16, |ids| ids.len() as u64),
             4 => any.expire(inp.now()).map_or(17, |e| e.lease_generation),

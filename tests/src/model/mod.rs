@@ -97,6 +97,13 @@ pub enum Op {
         f: Rel,
         generation_delta: i64,
     },
+    /// A resume named by a control id (asked again: a replay).
+    ResumeBy {
+        s: usize,
+        f: Rel,
+        generation_delta: i64,
+        control: String,
+    },
     BeginOp {
         s: usize,
         f: Rel,
@@ -329,6 +336,22 @@ impl<M: Storage> Harness<'_, M> {
                 self.m.resume(
                     &self.fence(s, f),
                     generation.saturating_add_signed(generation_delta),
+                )?;
+            }
+            Op::ResumeBy {
+                s,
+                f,
+                generation_delta,
+                control,
+            } => {
+                let generation = self
+                    .m
+                    .get(&session(s))
+                    .map_or(0, duplex_core::AnySession::lease_generation);
+                self.m.resume_idempotent(
+                    &self.fence(s, f),
+                    generation.saturating_add_signed(generation_delta),
+                    &control,
                 )?;
             }
             Op::BeginOp { s, f, op } => self.m.begin_operation(&self.fence(s, f), &op)?,
@@ -592,6 +615,25 @@ fn check_step(
                 a == b || (a.fence.incarnation > b.fence.incarnation && *a == moved),
                 "{name}: migration changed more than the incarnation and the lease clock: {b:?} -> {a:?}"
             );
+        }
+    }
+    if let Op::ResumeBy { s, control, .. } = op {
+        let name = session(*s).to_string();
+        if let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) {
+            let named = |v: &SessionView| v.resumed_by.as_ref().map(ToString::to_string);
+            if named(b).as_deref() == Some(control.as_str()) {
+                ensure!(
+                    a == b,
+                    "{name}: a resume asked again changed the session: {b:?} -> {a:?}"
+                );
+            } else {
+                ensure!(
+                    a.lease_generation == b.lease_generation + 1
+                        && named(a).as_deref() == Some(control.as_str())
+                        && a.state == StateKind::Open,
+                    "{name}: a resume by {control} did not move on and record it: {b:?} -> {a:?}"
+                );
+            }
         }
     }
     if matches!(op, Op::Append { .. } | Op::Commit { .. }) {

@@ -155,12 +155,79 @@ impl<P: Profile> AnySession<P> {
         expected_generation: u64,
         now: Instant,
     ) -> Result<u64, Error> {
+        self.resume_as(fence, expected_generation, None, now)
+    }
+
+    /// [`resume`](Self::resume) named by a control id, idempotent: asked
+    /// again with the control id of the resume that produced the current
+    /// generation, it answers with that generation and changes nothing (see
+    /// [`Session::resume_idempotent`](crate::Session::resume_idempotent)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongState`], [`Error::FenceMismatch`] or
+    /// [`Error::GenerationMismatch`]; the session is unchanged.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let control = Id::new("ctl-1")?;
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.detach(&f, Instant::ZERO)?;
+    /// assert_eq!(s.resume_idempotent(&f, 0, &control, Instant::from_millis(5))?, 1);
+    /// s.detach(&f, Instant::from_millis(9))?;
+    /// // Asked again: the same answer, and the session stays detached.
+    /// assert_eq!(s.resume_idempotent(&f, 0, &control, Instant::from_millis(9))?, 1);
+    /// assert_eq!(s.kind(), StateKind::Detached);
+    /// // Another resume needs the current generation.
+    /// let other = Id::new("ctl-2")?;
+    /// assert!(s.resume_idempotent(&f, 0, &other, Instant::ZERO).is_err());
+    /// assert_eq!(s.resume_idempotent(&f, 1, &other, Instant::ZERO)?, 2);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resume_idempotent(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        expected_generation: u64,
+        control: &IdOf<P>,
+        now: Instant,
+    ) -> Result<u64, Error> {
+        self.resume_as(fence, expected_generation, Some(control), now)
+    }
+
+    /// A resume, by `control` if given.
+    fn resume_as(
+        &mut self,
+        fence: &Fence<IdOf<P>>,
+        expected_generation: u64,
+        control: Option<&IdOf<P>>,
+        now: Instant,
+    ) -> Result<u64, Error> {
         // Checked and applied where the session sits; a resume of a
-        // detached session then moves it to Open, once.
+        // detached session then moves it to Open, once. A resume asked
+        // again changes nothing.
         let (generation, detached) = match self.unclosed_mut() {
-            Some(Typed::Open(s, _)) => (s.resume_in_place(fence, expected_generation, now)?, false),
+            Some(Typed::Open(s, _)) => {
+                if let Some(generation) =
+                    control.map(|c| s.replayed(fence, c)).transpose()?.flatten()
+                {
+                    return Ok(generation);
+                }
+                (
+                    s.resume_in_place(fence, expected_generation, control, now)?,
+                    false,
+                )
+            }
             Some(Typed::Detached(s, _)) => {
-                (s.resume_in_place(fence, expected_generation, now)?, true)
+                if let Some(generation) =
+                    control.map(|c| s.replayed(fence, c)).transpose()?.flatten()
+                {
+                    return Ok(generation);
+                }
+                (
+                    s.resume_in_place(fence, expected_generation, control, now)?,
+                    true,
+                )
             }
             other => {
                 return Err(wrong_state("resume", other.as_deref()));

@@ -235,6 +235,21 @@ impl<P: Profile> AnySession<P> {
         each!(&self.typed, s => s.lease_generation(), vacant => 0)
     }
 
+    /// The control id of the resume that produced the current generation
+    /// (see [`Session::resumed_by`]).
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?);
+    /// s.resume_idempotent(&f, 0, &Id::new("c")?, Instant::ZERO)?;
+    /// assert_eq!(s.resumed_by(), Some("c"));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn resumed_by(&self) -> Option<&str> {
+        each!(&self.typed, s => s.resumed_by(), vacant => None)
+    }
+
     /// Checks that the lease is still at `generation` (see
     /// [`Session::check_generation`]).
     ///

@@ -27,7 +27,9 @@ use crate::mode::Modes;
 use crate::requests::Requests;
 use crate::time::{Duration, Instant};
 
-/// The image format's version, the first byte of every image: restore
+/// The image format's version, the first byte of every image. Version 3
+/// added the control id of the session's last resume; restore reads
+/// versions 2 and 3 (an image of version 2 restores with none) and
 /// refuses any other.
 ///
 /// ```
@@ -38,7 +40,10 @@ use crate::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub const SNAPSHOT_VERSION: u8 = 2;
+pub const SNAPSHOT_VERSION: u8 = 3;
+
+/// The oldest image version restore reads.
+const OLDEST_VERSION: u8 = 2;
 
 /// Why a snapshot could not be written or restored. Nothing is restored
 /// from an image that fails any check.
@@ -261,6 +266,7 @@ pub const fn max_snapshot_len(
         + varint(16) + completed * (id_len(id_len_max) + position + varint(16) + results * u64v + 1) // completed
         + varint(16) // completed-append limit (up to 256)
         + u64v // config generation
+        + id_len(id_len_max) // the control id of the last resume (version 3)
 }
 
 impl<S: State, P: Profile> Session<S, P> {
@@ -373,6 +379,7 @@ impl<S: State, P: Profile> Session<S, P> {
         }
         out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
         out.put(&self.config_generation)?;
+        out.put(self.resumed_by().unwrap_or_default())?;
         out.put(&self.session_config)?;
         out.put(&self.runtime_config)?;
         Ok(out.finish())
@@ -450,7 +457,7 @@ impl<P: Profile> AnySession<P> {
         let mut input = In { rest: bytes };
         let version: u8 = input.take()?;
         let profile = input.take::<[u16; 6]>();
-        if version != SNAPSHOT_VERSION {
+        if !(OLDEST_VERSION..=SNAPSHOT_VERSION).contains(&version) {
             return Err(SnapshotError::Version {
                 found: version,
                 expected: SNAPSHOT_VERSION,
@@ -494,6 +501,8 @@ impl<P: Profile> AnySession<P> {
         }
         let completed_limit: u16 = input.take()?;
         let config_generation: u64 = input.take()?;
+        // Version 2 kept no control id: its resumes were not named.
+        let resumed_by: &str = if version >= 3 { input.take()? } else { "" };
         let session_config: P::SessionConfig = input.take()?;
         let runtime_config: P::RuntimeConfig = input.take()?;
 
@@ -518,11 +527,16 @@ impl<P: Profile> AnySession<P> {
             }
             let _ = active.push(op);
         }
+        let mut control = <P::Tables as Tables>::StoredId::default();
+        if !resumed_by.is_empty() {
+            control.set(&id(resumed_by)?);
+        }
         let lease = Lease {
             config,
             generation,
             last_activity: Instant::from_millis(last_activity_ms),
             active,
+            resumed_by: control,
         };
         let modes =
             Modes::from_bits(modes).ok_or(SnapshotError::Inconsistent("unknown input modes"))?;

@@ -58,6 +58,7 @@ struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K
     completed: heapless::Vec<RecordImage<'a, K>, D>,
     completed_limit: u16,
     config_generation: u64,
+    resumed_by: &'a str,
     session_config: SC,
     runtime_config: RC,
 }
@@ -74,12 +75,13 @@ fn facts(s: &Any) -> String {
         let ids =
             |it: &mut dyn Iterator<Item = &Id>| it.map(Id::as_str).collect::<Vec<_>>().join(",");
         format!(
-            "{:?} {} seq={} turn_seq={} gen={} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?}",
+            "{:?} {} seq={} turn_seq={} gen={} by={:?} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?}",
             s.kind(),
             s.fence(),
             s.input_seq(),
             s.input_turn_seq(),
             s.lease_generation(),
+            s.resumed_by(),
             s.config_generation(),
             s.last_activity(),
             s.completed_limit(),
@@ -237,7 +239,8 @@ fn step(s: &mut Any, rng: &mut Rng, base: &Fence) -> String {
     let now = Instant::from_millis(1_000 + rng.below(100_000));
     let op = id(["a", "b", "c"][rng.below(3) as usize]);
     let mode = InputMode::ALL[rng.below(3) as usize];
-    match rng.below(16) {
+    match rng.below(17) {
+        16 => format!("{:?}", s.resume_idempotent(&f, rng.below(3), &op, now)),
         0 => format!("{:?}", s.touch(&f, Activity::Heartbeat, now)),
         1 => format!("{:?}", s.begin_operation(&f, &op, now)),
         2 => format!("{:?}", s.end_operation(&f, &op, now)),
@@ -342,15 +345,24 @@ fn hostile_images_are_refused_with_the_specific_error() {
     let good = s.snapshot(&mut buf).unwrap().to_vec();
     assert!(Any::restore(&good).is_ok());
 
+    for version in [1, SNAPSHOT_VERSION + 1] {
+        let mut img = decode(&good);
+        img.version = version;
+        assert_eq!(
+            refused(&encode(&img)),
+            SnapshotError::Version {
+                found: version,
+                expected: SNAPSHOT_VERSION
+            }
+        );
+    }
+
     let mut img = decode(&good);
-    img.version = SNAPSHOT_VERSION - 1;
-    assert_eq!(
+    img.resumed_by = "x".repeat(33).leak();
+    assert!(matches!(
         refused(&encode(&img)),
-        SnapshotError::Version {
-            found: SNAPSHOT_VERSION - 1,
-            expected: SNAPSHOT_VERSION
-        }
-    );
+        SnapshotError::Invalid(Error::InvalidId { .. })
+    ));
 
     let mut img = decode(&good);
     img.profile[4] = 16;
@@ -520,4 +532,71 @@ fn hostile_images_are_refused_with_the_specific_error() {
     // And the unchanged image still restores (the edits were to copies).
     let _ = RequestState::Reserved;
     assert!(Any::restore(&good).is_ok());
+}
+
+/// The image of version 2: the same fields, without the control id of the
+/// last resume.
+#[derive(Serialize)]
+struct ImageV2<'a> {
+    version: u8,
+    profile: [u16; 6],
+    state: StateImage,
+    session: &'a str,
+    fence: [u64; 4],
+    lease: [u64; 4],
+    active: heapless::Vec<&'a str, 4>,
+    modes: u8,
+    cursor: [u64; 4],
+    resources: heapless::Vec<ResourceImage<'a>, 8>,
+    bound: u8,
+    completed: heapless::Vec<RecordImage<'a, 4>, 8>,
+    completed_limit: u16,
+    config_generation: u64,
+    session_config: (),
+    runtime_config: (),
+}
+
+#[test]
+fn an_image_of_version_2_still_restores() {
+    let (mut s, f) = busy();
+    s.resume_idempotent(&f, 0, &id("ctl"), Instant::from_millis(200))
+        .unwrap();
+    let mut buf = [0u8; MAX];
+    let good = s.snapshot(&mut buf).unwrap().to_vec();
+    let img = decode(&good);
+    assert_eq!(img.resumed_by, "ctl");
+    let old = ImageV2 {
+        version: 2,
+        profile: img.profile,
+        state: img.state,
+        session: img.session,
+        fence: [img.incarnation, img.epoch, img.turn, img.response],
+        lease: [
+            img.idle_ttl_ms,
+            img.grace_ms,
+            img.generation,
+            img.last_activity_ms,
+        ],
+        active: img.active,
+        modes: img.modes,
+        cursor: img.cursor,
+        resources: img.resources,
+        bound: img.bound,
+        completed: img.completed,
+        completed_limit: img.completed_limit,
+        config_generation: img.config_generation,
+        session_config: (),
+        runtime_config: (),
+    };
+    let mut old_buf = [0u8; MAX];
+    let old = postcard::to_slice(&old, &mut old_buf).unwrap();
+    let restored = Any::restore(old).expect("a version 2 image restores");
+    // Everything but the control id, which version 2 did not keep.
+    assert_eq!(restored.resumed_by(), None);
+    assert_eq!(
+        facts(&restored),
+        facts(&s).replace("by=Some(\"ctl\")", "by=None")
+    );
+    // And it is written back as the current version.
+    assert_eq!(restored.snapshot(&mut buf).unwrap()[0], SNAPSHOT_VERSION);
 }
