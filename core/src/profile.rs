@@ -77,18 +77,21 @@ mod sealed {
 ///
 /// ```
 /// use duplex_core::profile::{Capacities, Profile, Server};
-/// use duplex_core::storage::Heap;
 ///
-/// /// The server's sizes, its tables on the heap.
+/// /// The server's sizes, but one stage result per completed append.
 /// #[derive(Debug)]
 /// struct Lean;
 /// impl Profile for Lean {
 ///     type SessionConfig = ();
 ///     type RuntimeConfig = ();
-///     type Tables = Capacities<16, 8, 256, 8, 128, 1, Heap>;
+///     type Tables = Capacities<16, 8, 256, 8, 128, 1>;
 /// }
 /// # let _ = core::marker::PhantomData::<(Lean, Server)>;
 /// ```
+///
+/// With the `alloc` feature, the tables' storage is the last parameter:
+/// `Capacities<16, 8, 256, 8, 128, 1, Heap>` keeps their rows on the heap
+/// ([`storage`](crate::storage)).
 pub trait Profile: fmt::Debug + 'static {
     /// The opaque session configuration (the seed's `session_config`).
     type SessionConfig: fmt::Debug;
