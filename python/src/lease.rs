@@ -17,7 +17,8 @@ use crate::session::{ids_list, unfinished, Inner, PySession};
 #[pymethods]
 impl PySession {
     /// `(config, generation, last_activity, detached_at, active_operations,
-    /// terminal_reason)` in the seed's types.
+    /// terminal_reason, resumed_by)` in the seed's types (`resumed_by`:
+    /// vllm-omni 0.30's).
     fn _lease_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let mut g = self.lock(py);
         let ops = PySet::empty(py)?;
@@ -38,16 +39,18 @@ impl PySession {
                     py.None().into_bound(py),
                     ops.into_any(),
                     reason.into_pyobject(py)?.into_any(),
+                    py.None().into_bound(py),
                 ],
             );
         };
-        let (generation, detached, last, active) =
+        let (generation, detached, last, active, resumed_by) =
             each!(&*core.managers, |m| m.get_at(core.key).map(|s| {
                 let detached = s.as_detached().map(|d| d.state().since());
                 let (last, active) =
                     unfinished!(s, t => (t.last_activity(), names(t.active_operations())))
                         .unwrap_or_default();
-                (s.lease_generation(), detached, last, active)
+                let resumed_by = s.resumed_by().map(str::to_owned);
+                (s.lease_generation(), detached, last, active, resumed_by)
             }))
             .unwrap_or_default();
         drop(g);
@@ -63,21 +66,29 @@ impl PySession {
                 detached.map(convert::seconds).into_pyobject(py)?.into_any(),
                 ops.into_any(),
                 reason.into_pyobject(py)?.into_any(),
+                resumed_by.into_pyobject(py)?.into_any(),
             ],
         )
     }
 
     /// A lease operation at an explicit `now`, with the session's own
     /// fence: `touch` (arg: activity), `detach`, `resume` (arg: expected
-    /// generation), `begin` and `end` (arg: operation id).
+    /// generation; `control_id`: the resume's, idempotent), `begin` and
+    /// `end` (arg: operation id).
+    #[pyo3(signature = (op, now, arg, control_id = None))]
     fn _lease_op(
         &self,
         py: Python<'_>,
         op: &str,
         now: &Bound<'_, PyAny>,
         arg: Option<&Bound<'_, PyAny>>,
+        control_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<u64>> {
         let now = convert::reading(now)?;
+        let control: Option<String> = control_id
+            .filter(|c| !c.is_none())
+            .map(|c| args::text(c, "control_id").map(str::to_owned))
+            .transpose()?;
         let activity = match (op, arg) {
             ("touch", Some(a)) => Some(convert::activity(a, self.classes())?),
             _ => None,
@@ -127,7 +138,14 @@ impl PySession {
                             ("detach", _, _) => s.detach(&f, now).map(|()| None),
                             ("resume", _, _) => {
                                 let other = s.lease_generation().wrapping_add(1);
-                                s.resume(&f, expected.unwrap_or(other), now).map(Some)
+                                let expected = expected.unwrap_or(other);
+                                match control.as_deref().map(Id::new) {
+                                    Some(Ok(c)) => {
+                                        s.resume_idempotent(&f, expected, &c, now).map(Some)
+                                    }
+                                    Some(Err(e)) => Err(e),
+                                    None => s.resume(&f, expected, now).map(Some),
+                                }
                             }
                             ("touch", Some(a), _) => s.touch(&f, a, now).map(|()| None),
                             ("begin", _, Some(t)) => match Id::new(t) {

@@ -94,3 +94,18 @@ def test_a_resume_asked_again_with_its_control_id_changes_nothing(session, fence
     with pytest.raises(ValueError) as e:
         session.resume(fence, expected_lease_generation=2, control_id="x" * 200)
     assert e.value.kind == "invalid_id"
+
+
+def test_the_lease_names_the_resume_that_produced_its_generation(session, fence, clock):
+    ls = session.lease
+    assert ls.resumed_by is None
+    assert ls.resume(120.0, expected_generation=0, control_id="ctl-1") == 1
+    assert ls.resumed_by == "ctl-1" and "resumed_by='ctl-1'" in repr(ls)
+    assert ls.resume(121.0, expected_generation=0, control_id="ctl-1") == 1  # asked again
+    assert (ls.generation, ls.last_activity) == (1, 120.0)
+    assert ls == d.DuplexLeaseState(config=ls.config, generation=1, last_activity=120.0, resumed_by="ctl-1")
+    assert ls.resume(122.0, expected_generation=1) == 2 and ls.resumed_by is None
+    standalone = lease()
+    assert standalone.resume(2.0, expected_generation=0, control_id="c") == 1
+    assert standalone.resume(3.0, expected_generation=0, control_id="c") == 1
+    assert standalone.mark_terminal("client_close") and standalone.resumed_by is None

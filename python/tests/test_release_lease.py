@@ -117,3 +117,54 @@ def test_resume_with_control_ids_matches_the_release():
             if not closed:
                 assert ours.lease.detached_at == theirs.detached_at, where
                 assert ours.lease.last_activity == theirs.last_activity, where
+                assert ours.lease.resumed_by == theirs.resumed_by, where
+
+
+def test_the_standalone_lease_matches_the_release():
+    """The package's `DuplexLeaseState` (the seed's, with the release's
+    `resumed_by`) beside the release's own, call for call: the same answers,
+    the same exceptions with the same messages, the same state."""
+    rel = release_lease()
+    fields = ("generation", "last_activity", "detached_at", "active_operations", "terminal_reason", "resumed_by")
+
+    def call(f):
+        try:
+            return ("ok", f())
+        except Exception as e:  # noqa: BLE001 - the class and message are compared
+            return (type(e).__name__, str(e))
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        ttl = rng.choice([None, 30.0])
+        mine = d.DuplexLeaseState(config=d.DuplexLeaseConfig(idle_ttl_s=ttl), generation=0, last_activity=0.0)
+        theirs = rel.DuplexLeaseState(config=rel.DuplexLeaseConfig(idle_ttl_s=ttl), generation=0, last_activity=0.0)
+        now = 0.0
+        for step in range(60):
+            now += rng.choice([0.0, 1.0, 40.0])
+            op = rng.choice(["touch", "detach", "resume", "resume", "begin", "end", "terminal", "expired"])
+            control = rng.choice([None, "ctl-a", "ctl-b"])
+            expected = theirs.generation + rng.choice([-1, 0, 0, 1])
+            name = rng.choice(["op-1", "op-2"])
+            outcomes = []
+            for lease, module in ((mine, d), (theirs, rel)):
+                if op == "touch":
+                    outcomes.append(call(lambda: lease.touch(now, module.DuplexLeaseActivity.HEARTBEAT)))
+                elif op == "detach":
+                    outcomes.append(call(lambda: lease.detach(now)))
+                elif op == "resume":
+                    outcomes.append(
+                        call(lambda: lease.resume(now, expected_generation=expected, control_id=control))
+                    )
+                elif op == "begin":
+                    outcomes.append(call(lambda: lease.begin_operation(now, name)))
+                elif op == "end":
+                    outcomes.append(call(lambda: lease.end_operation(now, name)))
+                elif op == "terminal":
+                    outcomes.append(call(lambda: lease.mark_terminal("client_close")))
+                else:
+                    outcomes.append(
+                        call(lambda: (lease.expires_at, lease.idle_expired(now), lease.disconnect_grace_expired(now)))
+                    )
+            where = f"seed {seed} step {step} {op}"
+            assert outcomes[0] == outcomes[1], where
+            assert [getattr(mine, f) for f in fields] == [getattr(theirs, f) for f in fields], where

@@ -12,6 +12,12 @@ from __future__ import annotations
 from ._types import INVALID_ARGUMENT, DuplexLeaseState, _error, _shape_methods
 
 
+#: The lease's values, in the order ``_lease_values`` returns them.
+_NAMES = (
+    "config", "generation", "last_activity", "detached_at", "active_operations", "terminal_reason", "resumed_by"
+)
+
+
 @_shape_methods("touch", "detach", "resume", "begin_operation", "end_operation", "mark_terminal")
 class _LeaseView:
     """A live view: every attribute reads the session now. Mixed in before
@@ -49,21 +55,28 @@ class _LeaseView:
     def terminal_reason(self):
         return self._session._lease_values()[5]
 
+    @property
+    def resumed_by(self):
+        return self._session._lease_values()[6]
+
     def __setattr__(self, name, value):
         raise _error(AttributeError, f"session.lease.{name} is read-only; use the session's operations", INVALID_ARGUMENT)
 
+    def _fields(self) -> tuple:
+        """The state class's fields the view has: the seed's six, and
+        ``resumed_by`` where the class has it (vllm-omni 0.30's does)."""
+        known = getattr(self._state_class, "__dataclass_fields__", {})
+        return _NAMES if "resumed_by" in known else _NAMES[:6]
+
     def __repr__(self) -> str:
-        config, generation, last, detached, ops, reason = self._session._lease_values()
-        return (
-            f"DuplexLeaseState(config={config!r}, generation={generation!r}, last_activity={last!r}, "
-            f"detached_at={detached!r}, active_operations={ops!r}, terminal_reason={reason!r})"
-        )
+        values = dict(zip(_NAMES, self._session._lease_values()))
+        shown = ", ".join(f"{n}={values[n]!r}" for n in self._fields())
+        return f"DuplexLeaseState({shown})"
 
     def __eq__(self, other):
         if not isinstance(other, self._state_class):
             return NotImplemented
-        names = ("config", "generation", "last_activity", "detached_at", "active_operations", "terminal_reason")
-        return all(getattr(self, n) == getattr(other, n) for n in names)
+        return all(getattr(self, n) == getattr(other, n) for n in self._fields())
 
     __hash__ = None
 
@@ -73,8 +86,8 @@ class _LeaseView:
     def detach(self, now) -> None:
         self._session._lease_op("detach", now, None)
 
-    def resume(self, now, *, expected_generation: int) -> int:
-        return self._session._lease_op("resume", now, expected_generation)
+    def resume(self, now, *, expected_generation: int, control_id=None) -> int:
+        return self._session._lease_op("resume", now, expected_generation, control_id)
 
     def begin_operation(self, now, operation_id: str) -> None:
         self._session._lease_op("begin", now, operation_id)

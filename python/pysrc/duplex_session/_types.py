@@ -199,6 +199,11 @@ class DuplexLeaseState:
     detached_at: float | None = None
     active_operations: set = field(default_factory=set)
     terminal_reason: str | None = None
+    #: The control id of the resume that produced ``generation`` (vllm-omni
+    #: 0.30's lease): a resume asked again with it gets ``generation`` and
+    #: changes nothing. ``None`` after the open, a resume without one, or
+    #: the end.
+    resumed_by: str | None = None
 
     @property
     def expires_at(self) -> float | None:
@@ -215,8 +220,11 @@ class DuplexLeaseState:
         self.touch(now, DuplexLeaseActivity.DETACH)
         self.detached_at = now
 
-    def resume(self, now: float, *, expected_generation: int) -> int:
+    def resume(self, now: float, *, expected_generation: int, control_id: str | None = None) -> int:
         _check_open(self)
+        if control_id is not None and control_id == self.resumed_by:
+            # The same resume asked again: its answer, nothing changes.
+            return self.generation
         if expected_generation != self.generation:
             raise _error(
                 ValueError,
@@ -224,6 +232,7 @@ class DuplexLeaseState:
                 "generation_mismatch",
             )
         self.generation += 1
+        self.resumed_by = control_id
         self.detached_at = None
         self.last_activity = now
         return self.generation
@@ -265,6 +274,7 @@ class DuplexLeaseState:
             return False
         self.terminal_reason = reason
         self.generation += 1
+        self.resumed_by = None
         self.detached_at = None
         self.active_operations.clear()
         return True
