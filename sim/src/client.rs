@@ -430,10 +430,34 @@ impl Client {
                 }
             }
         }
+        // Each resume is named, so that one whose answer was lost can be
+        // asked again.
+        let control = format!("{}-resume-{}", self.name, self.generation);
         w.op();
-        match w.m.resume(&self.fence, self.generation) {
+        match w
+            .m
+            .resume_idempotent(&self.fence, self.generation, &control)
+        {
             Ok(g) => {
                 w.report.resumed += 1;
+                if w.fault(Fault::ReplayedResume, 0.3) {
+                    w.op();
+                    match w
+                        .m
+                        .resume_idempotent(&self.fence, self.generation, &control)
+                    {
+                        Ok(again) if again == g => w.report.replayed_resumes += 1,
+                        other => {
+                            let got = format!("{other:?}");
+                            w.violation(
+                                &self.name,
+                                "resume (asked again)",
+                                &format!("Ok({g})"),
+                                got,
+                            );
+                        }
+                    }
+                }
                 self.generation = g;
                 self.phase = Phase::Talking {
                     chunks: w.range(5, 60),

@@ -14,6 +14,9 @@ pub enum Fault {
     ReorderedCancel,
     /// A resume carries a stale lease generation.
     StaleResume,
+    /// A resume's answer is lost and the resume is asked again with its
+    /// control id: the same generation, and nothing moves.
+    ReplayedResume,
     /// A second connection takes the session over; the first one's token
     /// goes stale.
     Takeover,
@@ -28,11 +31,12 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault, in flag order.
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Duplicate,
         Fault::LateAppend,
         Fault::ReorderedCancel,
         Fault::StaleResume,
+        Fault::ReplayedResume,
         Fault::Takeover,
         Fault::Vanish,
         Fault::Burst,
@@ -51,6 +55,7 @@ impl Fault {
             Fault::LateAppend => "late",
             Fault::ReorderedCancel => "reorder",
             Fault::StaleResume => "stale-resume",
+            Fault::ReplayedResume => "replayed-resume",
             Fault::Takeover => "takeover",
             Fault::Vanish => "vanish",
             Fault::Burst => "burst",

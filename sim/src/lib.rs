@@ -143,6 +143,9 @@ pub struct Report {
     pub barge_ins: u64,
     /// Resumes within grace.
     pub resumed: u64,
+    /// Resumes asked again with their control id, answered with the
+    /// generation they produced.
+    pub replayed_resumes: u64,
     /// Opens refused by admission (`capacity_exhausted`).
     pub admission_refused: u64,
     /// Sessions closed through `close_for_requests`.
@@ -202,6 +205,7 @@ impl Report {
         self.expired += other.expired;
         self.barge_ins += other.barge_ins;
         self.resumed += other.resumed;
+        self.replayed_resumes += other.replayed_resumes;
         self.admission_refused += other.admission_refused;
         self.request_cleanups += other.request_cleanups;
         self.cleanup_retries += other.cleanup_retries;

@@ -29,7 +29,8 @@ struct Args {
     #[arg(long, default_value_t = 120)]
     duration_s: u64,
     /// Faults to inject: none, all, or a comma-separated list of duplicate,
-    /// late, reorder, stale-resume, takeover, vanish, burst, cleanup-fail.
+    /// late, reorder, stale-resume, replayed-resume, takeover, vanish, burst,
+    /// cleanup-fail.
     #[arg(long, default_value = "all")]
     faults: Faults,
     /// Worker threads: 1 drives one single-threaded manager (the same seed
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
 }
 
 fn print_table(config: &SimConfig, r: &Report) {
-    let rows: [(&str, String); 20] = [
+    let rows: [(&str, String); 21] = [
         ("seed", config.seed.to_string()),
         ("clients", config.sessions.to_string()),
         ("max sessions", config.max_sessions.to_string()),
@@ -110,6 +111,7 @@ fn print_table(config: &SimConfig, r: &Report) {
         ("stale operations refused", r.stale_rejected.to_string()),
         ("barge-ins", r.barge_ins.to_string()),
         ("resumed within grace", r.resumed.to_string()),
+        ("resumes asked again", r.replayed_resumes.to_string()),
         ("expired (reaped)", r.expired.to_string()),
         ("closed for request cleanup", r.request_cleanups.to_string()),
         ("cleanup retries", r.cleanup_retries.to_string()),
@@ -146,6 +148,7 @@ fn json(config: &SimConfig, r: &Report) -> serde_json::Value {
         "stale_rejected": r.stale_rejected,
         "barge_ins": r.barge_ins,
         "resumed": r.resumed,
+        "replayed_resumes": r.replayed_resumes,
         "expired": r.expired,
         "request_cleanups": r.request_cleanups,
         "cleanup_retries": r.cleanup_retries,
