@@ -15,8 +15,8 @@ use core::hint::black_box;
 use core::panic::PanicInfo;
 
 use duplex_core::id::IdText;
-use duplex_core::storage::StoredId;
 use duplex_core::profile::{device, server, Device, IdOf, Profile, Server};
+use duplex_core::storage::StoredId;
 use duplex_core::{
     Activity, AnySession, CloseReason, Duration, ErrorKind, Fence, Finality, Id, InputMode,
     Instant, LeaseConfig, Modes, OpenOptions, RequestState, Session, Stamp, StateKind,
@@ -406,18 +406,22 @@ fn exercise(bytes: &[u8]) -> u64 {
     }
     if let Ok(id) = Id::<{ device::ID_LEN }>::new(inp.text()) {
         let opts = OpenOptions::default().completed_limit((inp.u64() % 6) as usize);
-        if let Ok(s) =
-            Session::<duplex_core::Open, Device>::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
-        {
+        if let Ok(s) = Session::<duplex_core::Open, Device>::open_with_capacities(
+            Fence::new(id, inp.u64()),
+            opts,
+            inp.now(),
+        ) {
             acc ^= session_ops(s, &mut inp);
         }
     }
     // The server profile: a window of 256, searched through its index.
     if let Ok(id) = Id::<{ server::ID_LEN }>::new(inp.text()) {
         let opts = OpenOptions::default().completed_limit((inp.u64() % 300) as usize);
-        if let Ok(s) =
-            Session::<duplex_core::Open, Server>::open_with_capacities(Fence::new(id, inp.u64()), opts, inp.now())
-        {
+        if let Ok(s) = Session::<duplex_core::Open, Server>::open_with_capacities(
+            Fence::new(id, inp.u64()),
+            opts,
+            inp.now(),
+        ) {
             acc ^= session_ops(s, &mut inp);
         }
     }
