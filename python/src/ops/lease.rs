@@ -142,24 +142,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
         operation_id: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let operation_id = args::text(operation_id, "operation_id")?;
-        let arg = self.arg(fence)?;
-        lease_op_id(operation_id)?;
-        let now = self.now(py)?;
-        let cx = Context {
-            operation: Some(operation_id),
-            ..self.cx(py)
-        };
-        self.op(py, &arg, cx, |core, inner| {
-            let key = core.key;
-            each!(&mut *core.managers, |m| {
-                let f = inner.fence(&arg, self.classes())?;
-                let op = convert::id(operation_id)?;
-                m.at(now)
-                    .apply_at(key, |s, t| s.begin_operation(&f, &op, t))
-                    .ok_or_else(gone)
-            })
-        })
+        self.lease_operation(py, fence, operation_id, true)
     }
 
     /// Ends a lease operation.
@@ -169,23 +152,7 @@ impl PySession {
         fence: &Bound<'_, PyAny>,
         operation_id: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let operation_id = args::text(operation_id, "operation_id")?;
-        let arg = self.arg(fence)?;
-        let now = self.now(py)?;
-        let cx = Context {
-            operation: Some(operation_id),
-            ..self.cx(py)
-        };
-        self.op(py, &arg, cx, |core, inner| {
-            let key = core.key;
-            each!(&mut *core.managers, |m| {
-                let f = inner.fence(&arg, self.classes())?;
-                let op = convert::id(operation_id)?;
-                m.at(now)
-                    .apply_at(key, |s, t| s.end_operation(&f, &op, t))
-                    .ok_or_else(gone)
-            })
-        })
+        self.lease_operation(py, fence, operation_id, false)
     }
 
     /// Replaces the session configuration (a new generation).
@@ -266,6 +233,44 @@ fn lease_op_id(operation_id: &str) -> PyResult<()> {
 }
 
 impl PySession {
+    /// Starts (`begin`) or ends a lease operation. Only a start refuses an
+    /// empty id before the fence is read (the seed's order); an end finds
+    /// no such operation.
+    fn lease_operation(
+        &self,
+        py: Python<'_>,
+        fence: &Bound<'_, PyAny>,
+        operation_id: &Bound<'_, PyAny>,
+        begin: bool,
+    ) -> PyResult<()> {
+        let operation_id = args::text(operation_id, "operation_id")?;
+        let arg = self.arg(fence)?;
+        if begin {
+            lease_op_id(operation_id)?;
+        }
+        let now = self.now(py)?;
+        let cx = Context {
+            operation: Some(operation_id),
+            ..self.cx(py)
+        };
+        self.op(py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let f = inner.fence(&arg, self.classes())?;
+                let op = convert::id(operation_id)?;
+                m.at(now)
+                    .apply_at(key, |s, t| {
+                        if begin {
+                            s.begin_operation(&f, &op, t)
+                        } else {
+                            s.end_operation(&f, &op, t)
+                        }
+                    })
+                    .ok_or_else(gone)
+            })
+        })
+    }
+
     /// `touch` with a fence the session knows by identity: the object its
     /// last calls gave, already converted, and the session's current fence
     /// (so nothing is remembered anew). One lock, no attribute read.

@@ -12,7 +12,8 @@ use crate::lease::{Activity, CloseReason};
 use crate::mode::InputMode;
 use crate::profile::{IdOf, Profile, Tables};
 use crate::requests::{RequestIds, RequestState};
-use crate::session::state::{Detached, Open};
+use crate::session::state::{Detached, Live, Open};
+use crate::session::Session;
 use crate::time::Instant;
 
 /// `wrong_state` for `operation` on a typed session that is not closed
@@ -207,27 +208,12 @@ impl<P: Profile> AnySession<P> {
         // detached session then moves it to Open, once. A resume asked
         // again changes nothing.
         let (generation, detached) = match self.unclosed_mut() {
-            Some(Typed::Open(s, _)) => {
-                if let Some(generation) =
-                    control.map(|c| s.replayed(fence, c)).transpose()?.flatten()
-                {
-                    return Ok(generation);
-                }
-                (
-                    s.resume_in_place(fence, expected_generation, control, now)?,
-                    false,
-                )
-            }
+            Some(Typed::Open(s, _)) => (
+                resume_where(s, fence, expected_generation, control, now)?.0,
+                false,
+            ),
             Some(Typed::Detached(s, _)) => {
-                if let Some(generation) =
-                    control.map(|c| s.replayed(fence, c)).transpose()?.flatten()
-                {
-                    return Ok(generation);
-                }
-                (
-                    s.resume_in_place(fence, expected_generation, control, now)?,
-                    true,
-                )
+                resume_where(s, fence, expected_generation, control, now)?
             }
             other => {
                 return Err(wrong_state("resume", other.as_deref()));
@@ -577,4 +563,22 @@ impl<P: Profile> Typed<P> {
     pub(super) fn kind(&self) -> crate::session::state::StateKind {
         each!(self, s => s.kind(), vacant => crate::session::state::StateKind::Closed)
     }
+}
+
+/// A resume where a live session sits: the generation, and whether the
+/// resume moved it (a resume asked again with its control id does not).
+fn resume_where<S: Live, P: Profile>(
+    s: &mut Session<S, P>,
+    fence: &Fence<IdOf<P>>,
+    expected_generation: u64,
+    control: Option<&IdOf<P>>,
+    now: Instant,
+) -> Result<(u64, bool), Error> {
+    if let Some(generation) = control.map(|c| s.replayed(fence, c)).transpose()?.flatten() {
+        return Ok((generation, false));
+    }
+    Ok((
+        s.resume_in_place(fence, expected_generation, control, now)?,
+        true,
+    ))
 }
