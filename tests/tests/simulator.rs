@@ -48,6 +48,7 @@ fn every_fault_is_exercised_on_its_own() {
             Fault::LateAppend | Fault::ReorderedCancel | Fault::StaleResume | Fault::Takeover => {
                 r.stale_rejected
             }
+            Fault::ReplayedResume => r.replayed_resumes,
             Fault::Vanish => r.expired,
             Fault::Burst => r.admission_refused,
             Fault::CleanupFailure => r.request_cleanups.min(r.cleanup_retries),
@@ -61,8 +62,13 @@ fn without_faults_nothing_stale_or_duplicated_happens() {
     let r = run(&small(3, Faults::NONE), |_, _| {});
     assert_clean(&r);
     assert_eq!(
-        (r.duplicates, r.stale_rejected, r.request_cleanups),
-        (0, 0, 0)
+        (
+            r.duplicates,
+            r.stale_rejected,
+            r.request_cleanups,
+            r.replayed_resumes
+        ),
+        (0, 0, 0, 0)
     );
 }
 
