@@ -26,13 +26,15 @@ fn id<I: IdText>(text: &str) -> Result<I, CoreError> {
     I::new(text)
 }
 
-/// The per-session operations of a host: each finds the session, reads the
-/// clock once, and runs the [`AnySession`] operation of the same name,
-/// which checks the lifecycle state (`wrong_state`) and changes nothing
-/// when it refuses.
+/// The per-session operations of a host: each finds the session, takes the
+/// time once if it needs it (the manager's clock, or the instant of an
+/// [`At`](crate::At)), and runs the [`AnySession`] operation of the same
+/// name, which checks the lifecycle state (`wrong_state`) and changes
+/// nothing when it refuses.
 ///
-/// Implemented for `&mut SessionManager` and `&SharedManager`, so the same
-/// call reads the same on both: `manager.append(&fence, mode)`. Request and
+/// Implemented for `&mut SessionManager`, [`At`](crate::At) (a manager at a
+/// given instant, `manager.at(now)`) and `&SharedManager`, so the same call
+/// reads the same on each: `manager.append(&fence, mode)`. Request and
 /// operation ids are anything `AsRef<str>` (`invalid_id` after
 /// `unknown_session`, before `wrong_state`).
 ///
@@ -59,7 +61,8 @@ fn id<I: IdText>(text: &str) -> Result<I, CoreError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Sessions<P: Profile = Conformance>: Sized {
-    /// Runs `op` on the session named `session` with the clock's `now`, and
+    /// Runs `op` on the session named `session` with the time (the clock's
+    /// `now`, or the instant of an [`At`](crate::At)), and
     /// keeps the host's books: a moved deadline, a state change (logged
     /// `state=A=>B`), a refusal (counted by kind).
     ///
