@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::engine::StandIn;
 use crate::protocol::ServerEvent;
 use crate::server::connection::Connection;
 use crate::server::outbox::Outbox;
@@ -53,7 +54,10 @@ pub fn frames_keep_to_their_session(frames: &[String]) -> Result<(), String> {
         let config = Config {
             audit: true,
             admin_token: Some("fuzzing-admin-token".into()),
-            delta_interval: Duration::from_millis(1),
+            engine: Arc::new(StandIn {
+                interval: Duration::from_millis(1),
+                ..StandIn::default()
+            }),
             ..Config::default()
         };
         let gw = Gateway::new(config).map_err(|e| e.to_string())?;
@@ -76,7 +80,7 @@ pub fn frames_keep_to_their_session(frames: &[String]) -> Result<(), String> {
 
         let (tx, mut rx) = Outbox::new(1 << 20);
         let mut client = Connection::new(Arc::clone(&gw.shared), tx, None);
-        let most = 1 + 2 * gw.shared.config.deltas as usize;
+        let most = 1 + 2 * StandIn::default().deltas as usize;
         for f in frames {
             client.on_text(f).await;
             let replies = drain(&mut rx)?;

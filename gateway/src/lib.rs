@@ -3,9 +3,11 @@
 //! Its rooms:
 //! - [`protocol`]: the wire events and their codecs, shared by the server
 //!   and every client (the load generator, `duplex-loadgen`, is one);
+//! - [`engine`]: the seam a model implements ([`engine::Engine`]) to answer
+//!   the gateway's sessions, and the stand-in that answers by default;
 //! - [`server`]: the accept loop ([`Gateway`]), each socket's transport and
-//!   outbox, the connection that speaks the protocol, the engine seam, the
-//!   limits, ownership and auth;
+//!   outbox, the connection that speaks the protocol, the engine's driver,
+//!   the limits, ownership and auth;
 //! - [`cluster`]: several nodes sharing sessions through a Redis directory;
 //! - [`stats`]: the counters, which the server keeps and the protocol's
 //!   `admin.stats` carries.
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod engine;
 #[cfg(test)]
 mod frames;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -241,8 +241,10 @@ async fn a_client_that_never_reads_is_cut() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_within_its_grace_whatever_clients_do() {
     let (gw, url, stop, server) = start(Config {
-        delta_interval: Duration::from_millis(1),
-        deltas: 1_000_000,
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            interval: Duration::from_millis(1),
+            deltas: 1_000_000,
+        }),
         ..with_limits(Limits {
             handshake_timeout: Duration::from_secs(600),
             write_timeout: Duration::from_secs(600),

@@ -27,8 +27,10 @@ struct Node {
 async fn node(redis: &RedisTarget, name: &str) -> Node {
     let config = Config {
         grace: Duration::from_secs(5),
-        deltas: 1_000,
-        delta_interval: Duration::from_millis(50),
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            deltas: 1_000,
+            interval: Duration::from_millis(50),
+        }),
         ..node_config()
     };
     node_with(redis, name, config).await
@@ -242,8 +244,10 @@ async fn a_draining_node_hands_its_sessions_off(redis: &RedisTarget) {
 async fn clients_moving_between_nodes_lose_nothing_and_release_once(redis: &RedisTarget) {
     let config = || Config {
         grace: Duration::from_secs(1),
-        deltas: 2,
-        delta_interval: Duration::from_millis(2),
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            deltas: 2,
+            interval: Duration::from_millis(2),
+        }),
         ..node_config()
     };
     let a = node_with(redis, "a", config()).await;

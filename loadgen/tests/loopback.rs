@@ -21,7 +21,10 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
     // Responses slow enough that a barge-in sent right after its commit
     // always finds the response streaming, however loaded the machine.
     let (gw, url, stop, server) = start(Config {
-        delta_interval: Duration::from_millis(200),
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            deltas: 2,
+            interval: Duration::from_millis(200),
+        }),
         ..audit_config()
     })
     .await;
@@ -304,7 +307,10 @@ async fn fifty_clients_with_every_fault_lose_nothing_and_apply_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_every_session_and_releases_its_requests() {
     let config = Config {
-        delta_interval: Duration::from_secs(60),
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            deltas: 2,
+            interval: Duration::from_secs(60),
+        }),
         ..audit_config()
     };
     let (gw, url, stop, server) = start(config).await;

@@ -89,8 +89,10 @@ pub fn audit_config() -> Config {
         audit: true,
         admin_token: Some(ADMIN.into()),
         grace: Duration::from_secs(1),
-        deltas: 2,
-        delta_interval: Duration::from_millis(2),
+        engine: std::sync::Arc::new(duplex_gateway::engine::StandIn {
+            deltas: 2,
+            interval: Duration::from_millis(2),
+        }),
         ..Config::default()
     }
 }

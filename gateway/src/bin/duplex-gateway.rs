@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use duplex_gateway::cluster::{self, ClusterConfig, RedisTarget};
+use duplex_gateway::engine::StandIn;
 use duplex_gateway::{Config, Gateway, Limits, TlsFiles};
 
 /// When a change is acknowledged.
@@ -112,7 +113,7 @@ struct Args {
     /// Without it a key is drawn at start, and tokens die with the process.
     #[arg(long, env = "DUPLEX_RESUME_KEY", hide_env_values = true)]
     resume_key: Option<String>,
-    /// `response.delta` events per response.
+    /// The stand-in engine's `response.delta` events per response.
     #[arg(long, default_value_t = 3)]
     deltas: u32,
     /// Milliseconds the stand-in engine takes per delta.
@@ -171,8 +172,10 @@ fn config(args: &Args) -> Result<Config, String> {
         idle_ttl: (!idle_ttl.is_zero()).then_some(idle_ttl),
         grace: seconds("grace-s", args.grace_s)?,
         audit: args.audit,
-        deltas: args.deltas,
-        delta_interval: Duration::from_millis(args.delta_ms),
+        engine: std::sync::Arc::new(StandIn {
+            deltas: args.deltas,
+            interval: Duration::from_millis(args.delta_ms),
+        }),
         admin_token: args.admin_token.clone(),
         auth_secret: args.auth_secret.clone(),
         resume_key: args.resume_key.as_ref().map(|k| k.as_bytes().to_vec()),

@@ -174,6 +174,20 @@ pub enum ServerEvent {
         /// The piece.
         text: String,
     },
+    /// A piece of the engine's response audio.
+    #[serde(rename = "response.audio")]
+    Audio {
+        /// The engine's request.
+        request_id: String,
+        /// The response's epoch.
+        epoch: u64,
+        /// The turn answered.
+        turn: u64,
+        /// 0-based piece number (text and audio pieces count together).
+        index: u32,
+        /// The audio, base64 (standard alphabet, padded).
+        audio: String,
+    },
     /// The response is complete and its request released.
     #[serde(rename = "response.done")]
     Done {

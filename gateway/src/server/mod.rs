@@ -14,6 +14,7 @@ mod adoption;
 pub mod auth;
 pub(crate) mod connection;
 pub(crate) mod durable;
+pub(crate) mod emit;
 mod engine;
 pub mod http;
 pub mod limits;
@@ -22,6 +23,7 @@ pub(crate) mod outbox;
 pub mod ownership;
 mod policy;
 mod recovery;
+mod responses;
 pub(crate) mod state;
 pub(crate) mod stream;
 pub mod tls;
@@ -161,6 +163,11 @@ impl Gateway {
                 move |expiry| {
                     let released = expiry.submitted.len() + expiry.reserved.len();
                     tracing::debug!(session = %expiry.session, reason = %expiry.reason, "expired");
+                    // Its responses stop and the engine forgets it (from a
+                    // task: the handler may run under the manager's lock,
+                    // which a barge-in takes inside the responses' lock).
+                    let (sh, session) = (Arc::clone(&shared), expiry.session.clone());
+                    tokio::spawn(async move { sh.ended(&session) });
                     // A realtime session's last event: `session.expired`,
                     // then its journal goes.
                     if let Some(stream) = shared.journals.get(&expiry.session) {

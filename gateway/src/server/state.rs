@@ -13,9 +13,11 @@ use duplex_core::{Duration, LeaseConfig};
 use duplex_std::{ManagerConfig, SharedManager, TokioClock};
 
 use crate::cluster::Node;
+use crate::engine::{Engine, StandIn, Turn};
 use crate::server::auth::Verifier;
 use crate::server::limits::{Limits, Slots};
 use crate::server::ownership::{Keys, Owner, RandomError};
+use crate::server::responses::Active;
 use crate::stats::{Counters, Stats};
 
 /// The manager the gateway runs: default capacities (32-byte ids, 8
@@ -45,10 +47,9 @@ pub struct Config {
     /// `session.audit`, also after the session is gone. For load tests: the
     /// log grows with every chunk.
     pub audit: bool,
-    /// `response.delta` events per response.
-    pub deltas: u32,
-    /// The stand-in engine's time per delta.
-    pub delta_interval: StdDuration,
+    /// The model that answers the sessions' turns (by default the
+    /// [`StandIn`](crate::engine::StandIn)).
+    pub engine: Arc<dyn Engine>,
     /// The token `admin.stats` and `session.audit` must carry (`None`:
     /// both are refused). Client access never grants admin access.
     pub admin_token: Option<String>,
@@ -76,8 +77,7 @@ impl core::fmt::Debug for Config {
             .field("idle_ttl", &self.idle_ttl)
             .field("grace", &self.grace)
             .field("audit", &self.audit)
-            .field("deltas", &self.deltas)
-            .field("delta_interval", &self.delta_interval)
+            .field("engine", &"..")
             .field("admin_token", &secret(&self.admin_token))
             .field("auth_secret", &secret(&self.auth_secret))
             .field("resume_key", &self.resume_key.as_ref().map(|_| ".."))
@@ -94,8 +94,7 @@ impl Default for Config {
             idle_ttl: Some(StdDuration::from_secs(300)),
             grace: StdDuration::from_secs(30),
             audit: false,
-            deltas: 3,
-            delta_interval: StdDuration::from_millis(5),
+            engine: Arc::new(StandIn::default()),
             admin_token: None,
             auth_secret: None,
             resume_key: None,
@@ -243,6 +242,8 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<crate::server::tls::Tls>,
     /// What `/metrics` shows besides the counters.
     pub(crate) metrics: crate::server::metrics::Metrics,
+    /// The responses in flight, by session.
+    pub(crate) responses: crate::server::responses::Responses,
 }
 
 impl Shared {
@@ -312,6 +313,7 @@ impl Shared {
             stopping: std::sync::atomic::AtomicBool::new(false),
             tls,
             metrics: crate::server::metrics::Metrics::new(),
+            responses: crate::server::responses::Responses::default(),
         })
     }
 
@@ -347,5 +349,30 @@ impl Shared {
     /// The counters now.
     pub(crate) fn counters(&self) -> Counters {
         self.stats.read()
+    }
+
+    /// Stops generating `session`'s responses (a close, a shutdown, an
+    /// expiry, the session gone from this node), and tells the engine of
+    /// each. Their requests stay in the session until its end releases
+    /// them.
+    pub(crate) fn stop_responses(&self, session: &duplex_core::Id) {
+        let stopped = self.responses.of(session).stop();
+        self.cancelled(session, &stopped);
+    }
+
+    /// Tells the engine of responses stopped before their end (called
+    /// with no lock held: the engine's code runs here).
+    pub(crate) fn cancelled(&self, session: &duplex_core::Id, stopped: &[Active]) {
+        for a in stopped {
+            let turn = Turn::new(session.as_str(), a.request.as_str(), (a.epoch, a.turn));
+            self.config.engine.cancelled(&turn);
+        }
+    }
+
+    /// `session` ended on this gateway (closed, expired, moved away): its
+    /// responses stop and the engine forgets it.
+    pub(crate) fn ended(&self, session: &duplex_core::Id) {
+        self.stop_responses(session);
+        self.config.engine.ended(session.as_str());
     }
 }

@@ -214,6 +214,9 @@ pub(crate) async fn run<S>(
     match end {
         End::Shutdown => {
             conn.stop_responses();
+            // Else the writer would wait for the stream to let go of the
+            // outbox, and the shutdown for the writer, a whole grace.
+            conn.leave_stream().await;
             if let Some(moved) = conn.moved() {
                 outbox.offer(Message::text(moved.to_json()));
             }

@@ -269,3 +269,47 @@ def test_the_page_resumes_by_itself_after_a_real_network_drop(gateway, tmp_path)
     finally:
         driver.quit()
         proxy.close()
+
+
+def parrot() -> subprocess.Popen:
+    """The engine example of ``gateway/examples/parrot.rs``, built by
+    ``cargo build --release -p duplex-gateway --examples``."""
+    exe = ROOT / "target" / "release" / "examples" / "parrot"
+    if not exe.is_file():
+        if os.environ.get("DUPLEX_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"DUPLEX_REQUIRE_BROWSER=1 but no {exe} (cargo build --release -p duplex-gateway --examples)")
+        pytest.skip(f"no {exe}: cargo build --release -p duplex-gateway --examples")
+    return subprocess.Popen([str(exe), "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+
+
+def test_the_page_plays_what_an_engine_says(tmp_path):
+    """The parrot example behind the gateway: the page streams the fake
+    microphone's speech, ends a turn, and its speaker plays the user's own
+    voice back, every byte of it, through the page's AudioWorklet."""
+    found = tools()
+    from selenium.webdriver.common.by import By
+
+    process = parrot()
+    driver = None
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"listening on ws://(\S+)", line)
+        assert match, f"the parrot did not start: {line!r}"
+        driver = chrome(found, tmp_path)
+        driver.get(f"http://{match.group(1)}/?start=1")
+        wait(driver, "a second of speech", "duplex.state === 'streaming' && duplex.sent >= 50")
+        driver.find_element(By.ID, "turn").click()
+        rid = wait(driver, "an answer", "duplex.order.length === 1 && duplex.order[0]")
+        wait(driver, "its end", f"duplex.responses['{rid}'].status === 'completed'", timeout=30)
+        said = driver.execute_script(f"return duplex.responses['{rid}'].audio")
+        assert said >= 50 * 640 and said % 640 == 0, f"the turn's audio comes back whole: {said} bytes"
+        # The speaker played it (16 kHz samples, reported every 0.1 s).
+        wait(driver, "the speaker", f"duplex.played >= {said // 2} - 1600", timeout=10)
+        text = driver.execute_script(f"return duplex.responses['{rid}'].text")
+        assert text == "", "a parrot says no text"
+        driver.save_screenshot(str(OUT / "parrot.png")) if OUT.is_dir() else None
+    finally:
+        if driver is not None:
+            driver.quit()
+        process.terminate()
+        process.wait(timeout=10)

@@ -12,6 +12,7 @@
 //! Decoding never panics: any text becomes a [`RealtimeEvent`] or a
 //! [`RealtimeError`] in OpenAI's error shape.
 
+mod audio;
 mod server;
 
 use std::borrow::Cow;
@@ -19,6 +20,7 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+pub use audio::audio_delta;
 pub use server::{
     capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
     text_delta, ResponseIds,

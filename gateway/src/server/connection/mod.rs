@@ -13,8 +13,10 @@ mod opening;
 mod realtime;
 mod resuming;
 mod storing;
+#[cfg(test)]
+mod tests;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use duplex_core::ErrorKind;
 use duplex_core::{
@@ -23,11 +25,14 @@ use duplex_core::{
 use duplex_std::{Error, Sessions};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::engine::{Input, Turn};
 use crate::protocol::{decode, decode_audio_into, ClientEvent, ProtocolError, ServerEvent};
 use crate::server::auth::scoped;
 use crate::server::durable::Changes;
-use crate::server::engine::{lock, release_held, stream_response, Active, ActiveList, Emitter};
+use crate::server::emit::Emitter;
+use crate::server::engine::{answer, release_held};
 use crate::server::outbox::Outbox;
+use crate::server::responses::Active;
 use crate::server::state::Shared;
 use crate::stats::{add, bump};
 
@@ -87,7 +92,6 @@ pub(crate) struct Connection {
     /// Who the connection authenticated as (`None` without `--auth-secret`).
     principal: Option<String>,
     bound: Option<Held>,
-    active: ActiveList,
     dialect: Dialect,
     /// The realtime dialect's state of the session held.
     rt: Option<realtime::Rt>,
@@ -116,7 +120,6 @@ impl Connection {
             outbox,
             principal,
             bound: None,
-            active: Arc::new(Mutex::new(Vec::new())),
             dialect,
             rt: None,
             audio: Vec::new(),
@@ -396,8 +399,11 @@ impl Connection {
             None => Err(self.not_open(&held, ev).await),
             Some(Err(e)) => Err(self.manager_error(&Error::from(e), ev)),
             Some(Ok((a, duplicate))) => {
-                // The stand-in engine would consume the audio here.
-                let _ = chunk;
+                // The engine hears each chunk once.
+                if !duplicate {
+                    let input = Input::new(held.session.as_str(), (epoch, turn), chunk);
+                    self.shared.config.engine.audio(input);
+                }
                 // A duplicate is stored too: its first acknowledgement may
                 // not have been.
                 let mut changes = Changes::default();
@@ -472,27 +478,29 @@ impl Connection {
             }
             None => Emitter::Native(self.outbox.clone()),
         };
-        // The active list is locked across the spawn and the push, so the
-        // task cannot look for its entry before it is there.
-        let mut active = lock(&self.active);
-        let task = tokio::spawn(stream_response(
+        // The session's responses are locked across the spawn and the
+        // push, so the task cannot look for its entry before it is there.
+        let mut in_flight = self.shared.responses.of(&held.session);
+        let answering = Turn::new(held.session.as_str(), request.as_str(), (epoch, turn));
+        let task = tokio::spawn(answer(
             Arc::clone(&self.shared),
             held.session.clone(),
             request.clone(),
-            (epoch, turn),
+            answering,
             emit,
-            Arc::clone(&self.active),
         ));
-        active.push(Active {
+        in_flight.push(Active {
             request,
             epoch,
+            turn,
             task: task.abort_handle(),
         });
         None
     }
 
     /// Barge-in: the epoch moves on, and every response of an older epoch
-    /// this connection is streaming is cancelled and its request released.
+    /// the session is answering is cancelled and its request released,
+    /// whichever of its sockets started it.
     async fn cancel(&mut self, epoch: u64, turn: u64) -> ServerEvent {
         let held = match self.bound(None) {
             Ok(held) => held,
@@ -508,7 +516,7 @@ impl Connection {
         let cancelled = held.fence(epoch, turn);
         let next = held.fence(next_epoch, turn);
         let request_ids = {
-            let mut active = lock(&self.active);
+            let mut in_flight = self.shared.responses.of(&held.session);
             let result = self.shared.manager.with_open(&held.session, |s, _| {
                 s.check_generation(held.generation)?;
                 let mut ids: Vec<String> = s
@@ -518,7 +526,7 @@ impl Connection {
                     .collect();
                 // Responses of older epochs at another position are
                 // released here, in the same lock, so each is reported once.
-                for a in active.iter().filter(|a| a.epoch < next_epoch) {
+                for a in in_flight.iter().filter(|a| a.epoch < next_epoch) {
                     if release_held(s, &a.request) {
                         ids.push(a.request.as_str().to_owned());
                     }
@@ -529,21 +537,17 @@ impl Connection {
                 None => None,
                 Some(Err(e)) => return self.manager_error(&Error::from(e), None),
                 Some(Ok(request_ids)) => {
-                    active.retain(|a| {
-                        let cancel = a.epoch < next_epoch
-                            || request_ids.iter().any(|r| r == a.request.as_str());
-                        if cancel {
-                            a.task.abort();
-                        }
-                        !cancel
+                    let stopped = in_flight.cancel(|a| {
+                        a.epoch < next_epoch || request_ids.iter().any(|r| r == a.request.as_str())
                     });
-                    Some(request_ids)
+                    Some((request_ids, stopped))
                 }
             }
         };
-        let Some(request_ids) = request_ids else {
+        let Some((request_ids, stopped)) = request_ids else {
             return self.not_open(&held, None).await;
         };
+        self.shared.cancelled(&held.session, &stopped);
         add(&self.shared.stats.requests_cancelled, request_ids.len());
         let changes = Changes {
             released: request_ids.clone(),
@@ -590,7 +594,7 @@ impl Connection {
             }
             Err(e) => self.manager_error(&e, None),
             Ok(released) => {
-                self.stop_responses();
+                self.shared.ended(&held.session);
                 let request_ids: Vec<String> = released
                     .iter()
                     .flat_map(|ids| ids.iter().map(|id| id.as_str().to_owned()))
@@ -627,11 +631,21 @@ impl Connection {
         })
     }
 
-    /// Stops streaming this connection's responses (close, shutdown). Their
+    /// Stops generating the held session's responses (close, shutdown, the
+    /// session gone from here), whichever socket started them. Their
     /// requests stay in the session until the close releases them.
     pub(crate) fn stop_responses(&self) {
-        for a in lock(&self.active).drain(..) {
-            a.task.abort();
+        if let Some(held) = &self.bound {
+            self.shared.stop_responses(&held.session);
+        }
+    }
+
+    /// A realtime session's stream stops sending to this socket (it keeps
+    /// journaling): the stream holds the socket's outbox until then, and
+    /// the socket's writer ends only when no one does.
+    pub(crate) async fn leave_stream(&self) {
+        if let Some(rt) = &self.rt {
+            rt.stream.detach(rt.attachment).await;
         }
     }
 
@@ -639,9 +653,7 @@ impl Connection {
     /// connection already holds the session. Responses being streamed run
     /// to their end and release their requests.
     pub(crate) async fn dropped(&self) {
-        if let Some(rt) = &self.rt {
-            rt.stream.detach(rt.attachment).await;
-        }
+        self.leave_stream().await;
         let Some(held) = &self.bound else { return };
         let Some(fence) = self
             .shared

@@ -345,6 +345,12 @@ impl Connection {
         };
         let auto = auto_response(&config).unwrap_or(false);
         let session = realtime::session_object(&session_id, epoch, turn, &config);
+        if !config.is_empty() {
+            self.shared
+                .config
+                .engine
+                .configured(held.session.as_str(), &config);
+        }
         self.rt = Some(Rt::new(
             stream,
             &held.client_id,
@@ -389,11 +395,15 @@ impl Connection {
         if let Some(auto) = auto_response(&rt.config) {
             rt.auto_response = auto;
         }
-        let id = self
+        let (id, session) = self
             .bound
             .as_ref()
-            .map(|h| h.client_id.to_string())
+            .map(|h| (h.client_id.to_string(), Some(&h.session)))
             .unwrap_or_default();
+        if let Some(session) = session {
+            let engine = &self.shared.config.engine;
+            engine.configured(session.as_str(), &rt.config);
+        }
         let session = realtime::session_object(&id, rt.epoch, rt.turn, &rt.config);
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;

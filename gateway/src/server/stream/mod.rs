@@ -544,6 +544,17 @@ impl Stream {
         self.emit_locked(&mut state, [event]).await;
     }
 
+    /// A piece of a response's audio, base64; dropped once the response
+    /// ended.
+    pub(crate) async fn audio(&self, request: &str, base64: &str) {
+        let mut state = self.state.lock().await;
+        let Some(live) = state.live.get(request) else {
+            return;
+        };
+        let event = realtime::audio_delta(&live.ids, base64);
+        self.emit_locked(&mut state, [event]).await;
+    }
+
     /// A response ends (`completed`, or `cancelled` with the reason); once.
     pub(crate) async fn end_response(&self, request: &str, status: &str, reason: Option<&str>) {
         let mut state = self.state.lock().await;

@@ -1,0 +1,156 @@
+//! A model behind the gateway through the engine seam: the parrot of
+//! `examples/parrot.rs`, as a user would run it, heard in both dialects.
+
+#[allow(dead_code)] // Its `main` serves; the tests start their own gateway.
+#[path = "../examples/parrot.rs"]
+mod parrot;
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use duplex_gateway::protocol::{encode_audio, ServerEvent};
+use duplex_gateway::Config;
+use duplex_testkit::socket::{connect, next, send, start};
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+fn parrot() -> Config {
+    Config {
+        engine: Arc::new(parrot::Parrot::default()),
+        ..Config::default()
+    }
+}
+
+/// Three chunks of different audio: what the user says.
+fn speech() -> Vec<Vec<u8>> {
+    (0..3_u8)
+        .map(|k| {
+            (0..1_000_u32)
+                .map(|i| (i as u8).wrapping_mul(k + 1))
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_parrot_says_each_turn_back_in_the_native_dialect() {
+    let (_gw, url, stop, server) = start(parrot()).await;
+    let mut ws = connect(&url).await;
+    send(
+        &mut ws,
+        json!({"type": "session.open", "session_id": "polly"}),
+    )
+    .await;
+    assert!(matches!(next(&mut ws).await, ServerEvent::Opened { .. }));
+    for turn in 0..2_u64 {
+        let said = speech();
+        for (k, chunk) in said.iter().enumerate() {
+            let chunk = json!({"type": "input.append", "event_id": format!("t{turn}c{k}"),
+                "epoch": 0, "turn": turn, "audio": encode_audio(chunk)});
+            send(&mut ws, chunk).await;
+            assert!(matches!(
+                next(&mut ws).await,
+                ServerEvent::Appended {
+                    duplicate: false,
+                    ..
+                }
+            ));
+        }
+        send(
+            &mut ws,
+            json!({"type": "input.commit", "epoch": 0, "turn": turn}),
+        )
+        .await;
+        let mut heard = Vec::new();
+        let mut indices = Vec::new();
+        loop {
+            match next(&mut ws).await {
+                ServerEvent::Audio {
+                    audio,
+                    index,
+                    turn: t,
+                    ..
+                } => {
+                    assert_eq!(t, turn);
+                    indices.push(index);
+                    heard.extend(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(audio)
+                            .unwrap(),
+                    );
+                }
+                ServerEvent::Done { turn: t, .. } => {
+                    assert_eq!(t, turn);
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(heard, said.concat(), "turn {turn}: its own audio, in order");
+        assert_eq!(
+            indices,
+            (0..5).collect::<Vec<u32>>(),
+            "3,000 bytes in 640-byte pieces"
+        );
+    }
+    drop(ws);
+    let _ = stop.send(());
+    let counters = server.await.unwrap();
+    assert_eq!(counters.responses_done, 2);
+}
+
+async fn realtime_next(ws: &mut duplex_testkit::socket::Ws) -> Value {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("open")
+            .expect("a message");
+        if let Message::Text(text) = message {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_parrot_says_each_turn_back_in_the_realtime_dialect() {
+    let (_gw, url, stop, server) = start(parrot()).await;
+    let mut ws = connect(&format!("{url}/v1/realtime?duplex=1")).await;
+    let update = json!({"type": "session.update",
+        "session": {"extra_body": {"auto_response": true}}});
+    send(&mut ws, update).await;
+    let said = speech();
+    for chunk in &said {
+        send(
+            &mut ws,
+            json!({"type": "input_audio_buffer.append", "audio": encode_audio(chunk)}),
+        )
+        .await;
+    }
+    send(&mut ws, json!({"type": "input_audio_buffer.commit"})).await;
+    let mut heard = Vec::new();
+    loop {
+        let event = realtime_next(&mut ws).await;
+        match event["type"].as_str() {
+            Some("response.output_audio.delta") => {
+                let piece = event["delta"].as_str().unwrap();
+                heard.extend(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(piece)
+                        .unwrap(),
+                );
+            }
+            Some("response.done") => {
+                assert_eq!(event["response"]["status"], "completed");
+                break;
+            }
+            Some("error") => panic!("refused: {event}"),
+            _ => {}
+        }
+    }
+    assert_eq!(heard, said.concat());
+    drop(ws);
+    let _ = stop.send(());
+    assert_eq!(server.await.unwrap().responses_done, 1);
+}
