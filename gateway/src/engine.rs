@@ -169,20 +169,32 @@ impl Turn {
 ///
 /// A piece sent after the gateway stopped the answer is dropped (the
 /// future is dropped with it, so this happens only between the stop and
-/// the drop).
-#[derive(Debug)]
+/// the drop). Each piece is the session's activity (`MODEL_OUTPUT`): a
+/// session whose model is still speaking does not expire idle.
 pub struct Sink {
     emit: Emitter,
     turn: Turn,
     index: u32,
+    /// Records the model's output on the session's lease.
+    output: Box<dyn FnMut() + Send>,
+}
+
+impl core::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sink")
+            .field("turn", &self.turn)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Sink {
-    pub(crate) fn new(emit: Emitter, turn: Turn) -> Self {
+    pub(crate) fn new(emit: Emitter, turn: Turn, output: Box<dyn FnMut() + Send>) -> Self {
         Sink {
             emit,
             turn,
             index: 0,
+            output,
         }
     }
 
@@ -253,6 +265,7 @@ impl Sink {
     }
 
     fn next(&mut self) -> u32 {
+        (self.output)();
         let index = self.index;
         self.index = self.index.saturating_add(1);
         index

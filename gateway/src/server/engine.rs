@@ -5,7 +5,7 @@
 use duplex_core::profile::Conformance;
 use std::sync::Arc;
 
-use duplex_core::{Id, Session, Unfinished};
+use duplex_core::{Activity, Fence, Id, Session, Unfinished};
 
 use crate::engine::{Sink, Turn};
 use crate::protocol::ServerEvent;
@@ -26,21 +26,37 @@ pub(crate) fn release_held<S: Unfinished>(
     held
 }
 
+/// What a piece of the model's output does to the session: touches its
+/// lease (`MODEL_OUTPUT`) at the answer's fence, live or detached. A fence
+/// the session has moved past (a barge-in, a newer turn) touches nothing.
+fn model_output(shared: Arc<Shared>, fence: Fence) -> Box<dyn FnMut() + Send> {
+    Box::new(move || {
+        let (manager, output) = (&shared.manager, Activity::ModelOutput);
+        let _ = manager
+            .with_open(&fence.session, |s, now| s.touch(&fence, output, now))
+            .or_else(|| {
+                manager.with_detached(&fence.session, |s, now| s.touch(&fence, output, now))
+            });
+    })
+}
+
 /// Runs the engine's answer to `turn`, then releases its request and sends
 /// `response.done`, unless a barge-in or a close got there first (they
 /// remove the session's entry for it and abort this task).
 pub(crate) async fn answer(
     shared: Arc<Shared>,
-    session: Id,
+    fence: Fence,
     request: Id,
     turn: Turn,
     emit: Emitter,
 ) {
+    let session = fence.session.clone();
     let (epoch, turn_number) = (turn.epoch, turn.turn);
     // A client that went away still has its response generated: the
     // engine finishes and the request is released below (and a realtime
     // session's stream journals it for the resume).
-    let sink = Sink::new(emit.clone(), turn.clone());
+    let output = model_output(Arc::clone(&shared), fence);
+    let sink = Sink::new(emit.clone(), turn.clone(), output);
     shared.config.engine.respond(turn, sink).await;
     let released = {
         let mut in_flight = shared.responses.of(&session);

@@ -484,7 +484,7 @@ impl Connection {
         let answering = Turn::new(held.session.as_str(), request.as_str(), (epoch, turn));
         let task = tokio::spawn(answer(
             Arc::clone(&self.shared),
-            held.session.clone(),
+            fence,
             request.clone(),
             answering,
             emit,

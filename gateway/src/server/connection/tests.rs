@@ -111,3 +111,37 @@ async fn a_close_stops_every_response_of_the_session() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(deltas(&events(&mut rx)), 0);
 }
+
+/// The model's output is the session's activity: a session whose model is
+/// still speaking does not expire idle, and expires once it stops.
+#[tokio::test(start_paused = true)]
+async fn a_session_whose_model_speaks_does_not_expire_idle() {
+    let engine = StandIn {
+        deltas: 300,
+        interval: Duration::from_millis(10),
+    };
+    let config = Config {
+        engine: Arc::new(engine),
+        idle_ttl: Some(Duration::from_secs(1)),
+        ..Config::default()
+    };
+    let gw = Gateway::new(config).unwrap();
+    let shared = Arc::clone(&gw.shared);
+    let (out, mut rx) = Outbox::new(1 << 24);
+    let mut c = Connection::new(Arc::clone(&shared), out, None);
+    c.on_text(r#"{"type":"session.open","session_id":"call-3"}"#)
+        .await;
+    c.on_text(r#"{"type":"input.commit","epoch":0,"turn":0}"#)
+        .await;
+    // 2.5 s after the client's last event, 0.5 s before the model ends.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(shared.manager.collect_expired([]).is_empty());
+    assert!(deltas(&events(&mut rx)) >= 200, "the model is speaking");
+    // Its last piece, then the idle TTL: the session goes.
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    assert!(matches!(
+        events(&mut rx).last(),
+        Some(ServerEvent::Done { .. })
+    ));
+    assert_eq!(shared.manager.collect_expired([]).len(), 1);
+}
