@@ -108,6 +108,27 @@ def gateway(request):
 CHUNK = base64.b64encode(b"\0\1" * 320).decode()  # 20 ms of 16 kHz pcm16
 
 
+def start_parrot(required_by: str) -> tuple[subprocess.Popen, str]:
+    """The engine example of ``gateway/examples/parrot.rs`` (built by
+    ``cargo build --release -p duplex-gateway --examples``), serving on a
+    free port: the process and its ``ws://`` URL. Without the binary the
+    test is skipped, unless ``required_by`` names an environment variable
+    set to 1 (CI), when that is a failure."""
+    exe = ROOT / "target" / "release" / "examples" / "parrot"
+    if not exe.is_file():
+        build = "cargo build --release -p duplex-gateway --examples"
+        if os.environ.get(required_by) == "1":
+            pytest.fail(f"{required_by}=1 but no {exe} ({build})")
+        pytest.skip(f"no {exe}: {build}")
+    process = subprocess.Popen([str(exe), "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    match = re.search(r"listening on (ws://\S+)", line)
+    if match is None:
+        process.kill()
+        raise RuntimeError(f"the parrot did not start: {line!r}")
+    return process, match.group(1)
+
+
 @pytest.fixture
 def redis_url():
     """A throwaway ``redis-server`` (Debian's, from PATH) on a free port."""

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SECRET, jwt
+from conftest import ROOT, SECRET, jwt, start_parrot
 
 OUT = ROOT / "target" / "browser"
 DELTAS = 12
@@ -271,17 +271,6 @@ def test_the_page_resumes_by_itself_after_a_real_network_drop(gateway, tmp_path)
         proxy.close()
 
 
-def parrot() -> subprocess.Popen:
-    """The engine example of ``gateway/examples/parrot.rs``, built by
-    ``cargo build --release -p duplex-gateway --examples``."""
-    exe = ROOT / "target" / "release" / "examples" / "parrot"
-    if not exe.is_file():
-        if os.environ.get("DUPLEX_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"DUPLEX_REQUIRE_BROWSER=1 but no {exe} (cargo build --release -p duplex-gateway --examples)")
-        pytest.skip(f"no {exe}: cargo build --release -p duplex-gateway --examples")
-    return subprocess.Popen([str(exe), "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
-
-
 def test_the_page_plays_what_an_engine_says(tmp_path):
     """The parrot example behind the gateway: the page streams the fake
     microphone's speech, ends a turn, and its speaker plays the user's own
@@ -289,14 +278,11 @@ def test_the_page_plays_what_an_engine_says(tmp_path):
     found = tools()
     from selenium.webdriver.common.by import By
 
-    process = parrot()
+    process, url = start_parrot("DUPLEX_REQUIRE_BROWSER")
     driver = None
     try:
-        line = process.stdout.readline()
-        match = re.search(r"listening on ws://(\S+)", line)
-        assert match, f"the parrot did not start: {line!r}"
         driver = chrome(found, tmp_path)
-        driver.get(f"http://{match.group(1)}/?start=1")
+        driver.get(url.replace("ws://", "http://") + "/?start=1")
         wait(driver, "a second of speech", "duplex.state === 'streaming' && duplex.sent >= 50")
         driver.find_element(By.ID, "turn").click()
         rid = wait(driver, "an answer", "duplex.order.length === 1 && duplex.order[0]")

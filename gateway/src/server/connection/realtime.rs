@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::{Applied, Connection};
 use crate::protocol::realtime::{self, error_for, HotEvent, RealtimeError, RealtimeEvent};
 use crate::protocol::ServerEvent;
-use crate::server::stream::{SessionConfig, Store, Stream};
+use crate::server::stream::{Conversation, SessionConfig, Store, Stream};
 
 /// The realtime state of the session a connection holds.
 #[derive(Debug)]
@@ -23,20 +23,9 @@ pub(crate) struct Rt {
     pub(crate) stream: Arc<Stream>,
     /// This socket's attachment number on the stream.
     pub(crate) attachment: u64,
-    /// The session's epoch (advanced by each barge-in).
-    epoch: u64,
-    /// The turn the next chunk belongs to (advanced by each commit).
-    turn: u64,
-    /// The highest turn the core has seen (a response answers it).
-    core_turn: u64,
-    /// Whether audio was appended since the last commit.
-    pending: bool,
-    /// The last committed user item.
-    last_item: Option<String>,
-    /// A commit starts a response (`extra_body.auto_response`).
-    auto_response: bool,
-    /// The effective `session` object, echoed by `session.updated`.
-    config: SessionConfig,
+    /// Where the session's conversation stands (kept on the stream for a
+    /// resume at each change).
+    pub(crate) conv: Conversation,
     /// Chunks appended without an `event_id`, for their server-made keys.
     anonymous: u64,
     /// This session's `session.heartbeat_ack`, rendered once and copied
@@ -52,23 +41,21 @@ impl Rt {
         stream: Arc<Stream>,
         client_id: &str,
         attachment: u64,
-        (epoch, turn): (u64, u64),
-        auto_response: bool,
-        config: SessionConfig,
+        conv: Conversation,
     ) -> Self {
+        stream.keep(&conv);
         Rt {
             stream,
             attachment,
-            epoch,
-            turn,
-            core_turn: turn,
-            pending: false,
-            last_item: None,
-            auto_response,
-            config,
+            conv,
             anonymous: 0,
             heartbeat_ack: realtime::heartbeat_ack(client_id),
         }
+    }
+
+    /// Keeps the conversation where a resume finds it.
+    fn keep(&self) {
+        self.stream.keep(&self.conv);
     }
 }
 
@@ -262,7 +249,8 @@ impl Connection {
             } => self.rt_commit(event_id, response_create).await,
             RealtimeEvent::Clear { event_id } => {
                 if let Some(rt) = self.rt.as_mut() {
-                    rt.pending = false;
+                    rt.conv.pending = false;
+                    rt.keep();
                     self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
                         .await;
                 } else {
@@ -351,14 +339,8 @@ impl Connection {
                 .engine
                 .configured(held.session.as_str(), &config);
         }
-        self.rt = Some(Rt::new(
-            stream,
-            &held.client_id,
-            attachment,
-            (epoch, turn),
-            auto,
-            config,
-        ));
+        let conv = Conversation::at((epoch, turn), auto, config);
+        self.rt = Some(Rt::new(stream, &held.client_id, attachment, conv));
         self.rt_send(vec![
             json!({
                 "type": "session.created",
@@ -389,12 +371,14 @@ impl Connection {
     /// A later `session.update`: merged into the session's config, echoed.
     async fn rt_update(&mut self, update: SessionConfig) {
         let Some(rt) = self.rt.as_mut() else { return };
+        let config = Arc::make_mut(&mut rt.conv.config);
         for (k, v) in update {
-            rt.config.insert(k, v);
+            config.insert(k, v);
         }
-        if let Some(auto) = auto_response(&rt.config) {
-            rt.auto_response = auto;
+        if let Some(auto) = auto_response(&rt.conv.config) {
+            rt.conv.auto_response = auto;
         }
+        rt.keep();
         let (id, session) = self
             .bound
             .as_ref()
@@ -402,9 +386,9 @@ impl Connection {
             .unwrap_or_default();
         if let Some(session) = session {
             let engine = &self.shared.config.engine;
-            engine.configured(session.as_str(), &rt.config);
+            engine.configured(session.as_str(), &rt.conv.config);
         }
-        let session = realtime::session_object(&id, rt.epoch, rt.turn, &rt.config);
+        let session = realtime::session_object(&id, rt.conv.epoch, rt.conv.turn, &rt.conv.config);
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;
     }
@@ -414,7 +398,7 @@ impl Connection {
             self.rt_send(vec![Self::no_session(None)]).await;
             return;
         };
-        let fence = held.fence(rt.epoch, rt.core_turn);
+        let fence = held.fence(rt.conv.epoch, rt.conv.core_turn);
         let touched = self.shared.manager.with_open(&held.session, |s, now| {
             s.check_generation(held.generation)?;
             s.touch(&fence, Activity::Heartbeat, now)
@@ -455,7 +439,7 @@ impl Connection {
             rt.anonymous += 1;
             Cow::Owned(format!("~{}.{}", rt.attachment, rt.anonymous))
         };
-        let connection_fence = (rt.epoch, rt.turn);
+        let connection_fence = (rt.conv.epoch, rt.conv.turn);
         let key = match self.id(&op, Some(&op)) {
             Ok(key) => key,
             Err(refusal) => {
@@ -487,8 +471,11 @@ impl Connection {
                     if !duplicate {
                         rt.stream.remember_fence(key, (epoch, turn));
                     }
-                    rt.pending = true;
-                    rt.core_turn = rt.core_turn.max(turn);
+                    if !rt.conv.pending || rt.conv.core_turn < turn {
+                        rt.conv.pending = true;
+                        rt.conv.core_turn = rt.conv.core_turn.max(turn);
+                        rt.keep();
+                    }
                 }
             }
             Err(refusal) => {
@@ -504,7 +491,7 @@ impl Connection {
             self.rt_send(vec![Self::no_session(event_id)]).await;
             return;
         };
-        if !rt.pending {
+        if !rt.conv.pending {
             let e = RealtimeError::invalid(
                 "input_audio_buffer_commit_empty",
                 "input_audio_buffer.commit needs audio appended since the last commit",
@@ -513,12 +500,18 @@ impl Connection {
             self.rt_send(vec![e.to_value()]).await;
             return;
         }
-        let item = format!("item_user_{}_{}", rt.epoch, rt.turn);
-        let events = realtime::committed(&item, rt.last_item.as_deref(), rt.turn, rt.epoch);
-        rt.last_item = Some(item);
-        rt.pending = false;
-        rt.turn += 1;
-        let respond = response_create.unwrap_or(rt.auto_response);
+        let item = format!("item_user_{}_{}", rt.conv.epoch, rt.conv.turn);
+        let events = realtime::committed(
+            &item,
+            rt.conv.last_item.as_deref(),
+            rt.conv.turn,
+            rt.conv.epoch,
+        );
+        rt.conv.last_item = Some(item);
+        rt.conv.pending = false;
+        rt.conv.turn += 1;
+        rt.keep();
+        let respond = response_create.unwrap_or(rt.conv.auto_response);
         rt.stream.answer(rt.attachment, &self.outbox, events).await;
         if respond {
             self.rt_respond(event_id).await;
@@ -540,7 +533,7 @@ impl Connection {
             self.rt_send(vec![e.to_value()]).await;
             return;
         }
-        let (epoch, turn) = (rt.epoch, rt.core_turn);
+        let (epoch, turn) = (rt.conv.epoch, rt.conv.core_turn);
         if let Some(refusal) = self.commit(epoch, turn).await {
             if let Some(e) = Self::rt_error(&refusal, event_id.as_deref()) {
                 self.rt_send(vec![e]).await;
@@ -565,7 +558,7 @@ impl Connection {
             self.rt_send(vec![e.to_value()]).await;
             return;
         }
-        let (epoch, turn) = (rt.epoch, rt.core_turn);
+        let (epoch, turn) = (rt.conv.epoch, rt.conv.core_turn);
         let answer = self.cancel(epoch, turn).await;
         let ServerEvent::Cancelled { epoch, turn, .. } = answer else {
             if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
@@ -574,10 +567,11 @@ impl Connection {
             return;
         };
         let Some(rt) = self.rt.as_mut() else { return };
-        rt.epoch = epoch;
-        rt.turn = rt.turn.max(turn);
-        rt.core_turn = turn;
-        rt.pending = false;
+        rt.conv.epoch = epoch;
+        rt.conv.turn = rt.conv.turn.max(turn);
+        rt.conv.core_turn = turn;
+        rt.conv.pending = false;
+        rt.keep();
         let reason = match kind {
             "response.cancel" => "client_cancelled",
             _ => "barge_in",

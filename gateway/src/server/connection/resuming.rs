@@ -10,6 +10,7 @@ use super::realtime::Rt;
 use super::Connection;
 use crate::protocol::realtime::RealtimeError;
 use crate::protocol::ServerEvent;
+use crate::server::stream::Conversation;
 
 impl Connection {
     /// `session.resume`: the native resume, then the stream replays what
@@ -111,14 +112,14 @@ impl Connection {
                 if restored {
                     stream.fail_live("node_lost").await;
                 }
-                self.rt = Some(Rt::new(
-                    stream,
-                    &held.client_id,
-                    attachment,
-                    (epoch, turn),
-                    false,
-                    Map::new(),
-                ));
+                // The conversation goes on where the last socket left it
+                // (a stream restored from another node's journal starts
+                // one afresh: the store keeps no conversation).
+                let conv = match stream.kept() {
+                    Some(kept) => kept.resumed((epoch, turn)),
+                    None => Conversation::at((epoch, turn), false, Map::new()),
+                };
+                self.rt = Some(Rt::new(stream, &held.client_id, attachment, conv));
             }
             Err(why) => {
                 tracing::debug!(

@@ -123,6 +123,7 @@ impl Journals {
                     ..State::default()
                 }),
                 fences: Mutex::default(),
+                conversation: Mutex::default(),
             })
         }))
     }
@@ -186,6 +187,7 @@ impl Journals {
             journals: Arc::clone(self),
             state: tokio::sync::Mutex::new(state),
             fences: Mutex::default(),
+            conversation: Mutex::default(),
         });
         // The stored journal is the truth: it replaces whatever stream
         // this node had for the session.
@@ -248,6 +250,8 @@ pub(crate) struct Stream {
     journals: Arc<Journals>,
     state: tokio::sync::Mutex<State>,
     fences: Mutex<Fences>,
+    /// The realtime conversation, for a resume (`conversation`).
+    conversation: Mutex<Option<Conversation>>,
 }
 
 impl Stream {
@@ -618,6 +622,9 @@ impl Stream {
 /// A `session.update`'s `session` object, kept to echo.
 pub(crate) type SessionConfig = Map<String, Value>;
 
+pub(crate) use conversation::Conversation;
+
+mod conversation;
 mod fences;
 mod journal;
 #[cfg(test)]

@@ -1,0 +1,124 @@
+//! A realtime session's conversation: where its client's turns stand and
+//! how it configured the session. It is the session's, not a socket's: a
+//! client that drops and resumes on another socket continues it (its next
+//! commit names the next item, and its `extra_body.auto_response` still
+//! starts a response).
+
+use std::sync::{Arc, PoisonError};
+
+use super::{SessionConfig, Stream};
+
+/// Where a realtime session's conversation stands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Conversation {
+    /// The session's epoch (advanced by each barge-in).
+    pub(crate) epoch: u64,
+    /// The turn the next chunk belongs to (advanced by each commit).
+    pub(crate) turn: u64,
+    /// The highest turn the core has seen (a response answers it).
+    pub(crate) core_turn: u64,
+    /// Whether audio was appended since the last commit.
+    pub(crate) pending: bool,
+    /// The last committed user item.
+    pub(crate) last_item: Option<String>,
+    /// A commit starts a response (`extra_body.auto_response`).
+    pub(crate) auto_response: bool,
+    /// The effective `session` object, echoed by `session.updated`
+    /// (shared: a reference voice in it can be hundreds of kilobytes).
+    pub(crate) config: Arc<SessionConfig>,
+}
+
+impl Conversation {
+    /// A conversation starting at the core's `(epoch, turn)`.
+    pub(crate) fn at(
+        (epoch, turn): (u64, u64),
+        auto_response: bool,
+        config: SessionConfig,
+    ) -> Self {
+        Conversation {
+            epoch,
+            turn,
+            core_turn: turn,
+            auto_response,
+            config: Arc::new(config),
+            ..Conversation::default()
+        }
+    }
+
+    /// This conversation, resumed at the core's `(epoch, turn)`: its
+    /// configuration always; where its turns stand only if the session is
+    /// still at its epoch (a barge-in the stream did not see moved it).
+    #[must_use]
+    pub(crate) fn resumed(self, (epoch, turn): (u64, u64)) -> Self {
+        if self.epoch == epoch {
+            return Conversation {
+                core_turn: self.core_turn.max(turn),
+                turn: self.turn.max(turn),
+                ..self
+            };
+        }
+        Conversation::at((epoch, turn), self.auto_response, SessionConfig::new())
+            .with_config(self.config)
+    }
+
+    fn with_config(self, config: Arc<SessionConfig>) -> Self {
+        Conversation { config, ..self }
+    }
+}
+
+impl Stream {
+    /// Keeps the session's conversation for a resume.
+    pub(crate) fn keep(&self, conversation: &Conversation) {
+        let mut kept = self
+            .conversation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if kept.as_ref() != Some(conversation) {
+            *kept = Some(conversation.clone());
+        }
+    }
+
+    /// The conversation kept, if a socket held the session here before.
+    pub(crate) fn kept(&self) -> Option<Conversation> {
+        self.conversation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn configured() -> Conversation {
+        let mut config = SessionConfig::new();
+        config.insert("extra_body".into(), json!({"auto_response": true}));
+        Conversation {
+            turn: 3,
+            core_turn: 2,
+            pending: true,
+            last_item: Some("item_user_0_2".into()),
+            ..Conversation::at((0, 0), true, config)
+        }
+    }
+
+    #[test]
+    fn a_resume_at_the_same_epoch_goes_on_where_the_turns_stood() {
+        let resumed = configured().resumed((0, 2));
+        assert_eq!(resumed, configured());
+        // The core saw a later turn (a chunk applied after the last keep).
+        let later = configured().resumed((0, 3));
+        assert_eq!((later.turn, later.core_turn), (3, 3));
+    }
+
+    #[test]
+    fn a_resume_past_a_barge_in_keeps_only_the_configuration() {
+        let resumed = configured().resumed((1, 2));
+        assert_eq!((resumed.epoch, resumed.turn, resumed.core_turn), (1, 2, 2));
+        assert!(!resumed.pending && resumed.last_item.is_none());
+        assert!(resumed.auto_response);
+        assert_eq!(resumed.config, configured().config);
+    }
+}

@@ -1,0 +1,134 @@
+"""vllm-omni's own client, unchanged: ``vllm_omni.clients.duplex.DuplexClient``
+of the released wheel (vllm-omni 0.30.0), loaded from the wheel without
+its package ``__init__`` (which imports vllm), talking to the gateway
+with the parrot engine of ``gateway/examples/parrot.rs`` behind it.
+
+The wheel is named by ``DUPLEX_VLLM_OMNI_WHEEL``; without it the tests
+are skipped, unless ``DUPLEX_REQUIRE_RELEASE=1`` (CI), when that is a
+failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import sys
+import types
+import zipfile
+
+import pytest
+
+from conftest import start_parrot
+
+# 200 ms of 16 kHz pcm16 that no two turns share.
+def speech(turn: int, ms: int = 200) -> bytes:
+    return bytes((i * (turn + 3)) % 251 for i in range(32 * ms))
+
+
+def released_client():
+    """``vllm_omni.clients.duplex`` from the wheel, as released."""
+    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
+    if not wheel or not os.path.exists(wheel):
+        if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
+            pytest.fail("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
+        pytest.skip("needs vllm-omni 0.30.0's wheel (DUPLEX_VLLM_OMNI_WHEEL)")
+    archive = zipfile.ZipFile(wheel)
+    for parent in ("vllm_omni", "vllm_omni.clients"):
+        if parent not in sys.modules:
+            package = types.ModuleType(parent)
+            package.__path__ = []
+            sys.modules[parent] = package
+    module = None
+    for name in ("vllm_omni.clients.utils", "vllm_omni.clients.duplex"):
+        path = name.replace(".", "/") + ".py"
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.util.spec_from_loader(name, loader=None)
+        sys.modules[name] = module
+        exec(compile(archive.read(path).decode(), path, "exec"), module.__dict__)
+    return module
+
+
+@pytest.fixture
+def parrot_url():
+    process, url = start_parrot("DUPLEX_REQUIRE_CLIENTS")
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+async def turn(client, pcm: bytes, cancel_at: int | None = None) -> tuple[bytes, object]:
+    """One turn: the audio streamed and committed, then the response's
+    audio (the response cancelled once ``cancel_at`` bytes were heard)."""
+    await client.stream_pcm(pcm)
+    await client.commit()
+    async for response in client.responses():
+        heard = b""
+        async for chunk in response.audio():
+            heard += chunk
+            if cancel_at is not None and len(heard) >= cancel_at:
+                cancel_at = None
+                await client.cancel_response()
+        return heard, response
+    raise AssertionError("no response")
+
+
+def test_the_released_client_hears_each_turn(parrot_url):
+    duplex = released_client()
+
+    async def run():
+        async with duplex.DuplexClient(parrot_url, model="parrot") as client:
+            assert client.session_id
+            for n in range(3):
+                said = speech(n)
+                heard, response = await asyncio.wait_for(turn(client, said), 20)
+                assert heard == said, f"turn {n}: the user's audio back, whole"
+                assert response.done_event.raw["response"]["status"] == "completed"
+
+    asyncio.run(run())
+
+
+def test_the_released_client_resumes_a_dropped_link_and_goes_on(parrot_url):
+    """The network drops under the client (its TCP connection aborted):
+    the client resumes the session on a new socket, and its next commit is
+    answered as before (the session's auto_response survives the resume)."""
+    duplex = released_client()
+
+    async def run():
+        async with duplex.DuplexClient(parrot_url, model="parrot") as client:
+            session = client.session_id
+            heard, _ = await asyncio.wait_for(turn(client, speech(0)), 20)
+            assert heard == speech(0)
+            dropped = client._ws
+            dropped.transport.abort()
+            # The client reconnects by itself; a send before that fails
+            # (the released client does not queue while the link is down).
+            for _ in range(1000):
+                if client._ws is not dropped:
+                    break
+                await asyncio.sleep(0.01)
+            assert client._ws is not dropped, "the client reconnected"
+            for n in (1, 2):
+                heard, _ = await asyncio.wait_for(turn(client, speech(n)), 20)
+                assert heard == speech(n), f"turn {n} after the resume"
+            assert client.session_id == session
+
+    asyncio.run(run())
+
+
+def test_the_released_client_cancels_a_response_mid_speech(parrot_url):
+    duplex = released_client()
+
+    async def run():
+        async with duplex.DuplexClient(parrot_url, model="parrot") as client:
+            said = speech(0, ms=3000)
+            heard, response = await asyncio.wait_for(turn(client, said, cancel_at=3200), 20)
+            done = response.done_event.raw["response"]
+            assert done["status"] == "cancelled", done
+            assert 3200 <= len(heard) < len(said), "cut short"
+            assert said.startswith(heard)
+            # The session goes on: the next turn is answered whole.
+            heard, _ = await asyncio.wait_for(turn(client, speech(1)), 20)
+            assert heard == speech(1)
+
+    asyncio.run(run())
