@@ -154,3 +154,70 @@ async fn the_parrot_says_each_turn_back_in_the_realtime_dialect() {
     let _ = stop.send(());
     assert_eq!(server.await.unwrap().responses_done, 1);
 }
+
+/// An engine that records what it is told of its sessions.
+#[derive(Default)]
+struct Recorder {
+    configs: std::sync::Mutex<Vec<(String, serde_json::Map<String, Value>)>>,
+    ended: std::sync::Mutex<Vec<String>>,
+}
+
+impl duplex_gateway::engine::Engine for Recorder {
+    fn respond(
+        &self,
+        _: duplex_gateway::engine::Turn,
+        _: duplex_gateway::engine::Sink,
+    ) -> duplex_gateway::engine::Reply {
+        Box::pin(async {})
+    }
+
+    fn configured(&self, session: &str, config: &serde_json::Map<String, Value>) {
+        let mut configs = self.configs.lock().unwrap();
+        configs.push((session.to_owned(), config.clone()));
+    }
+
+    fn ended(&self, session: &str) {
+        self.ended.lock().unwrap().push(session.to_owned());
+    }
+}
+
+/// A client's `session.update` reaches the engine as the client sent it,
+/// reference voice included (a 300 KB message, over the 64 KiB of every
+/// other event), and the engine hears of the session's end.
+#[tokio::test]
+async fn the_engine_is_told_the_configuration_and_the_end() {
+    let recorder = Arc::new(Recorder::default());
+    let config = Config {
+        engine: Arc::clone(&recorder) as Arc<dyn duplex_gateway::engine::Engine>,
+        ..Config::default()
+    };
+    let (_gw, url, stop, server) = start(config).await;
+    let mut ws = connect(&format!("{url}/v1/realtime?duplex=1&autostart=0")).await;
+    let voice = format!("data:audio/wav;base64,{}", "UklG".repeat(75_000));
+    let session = json!({"session_id": "voiced", "ref_audio": voice,
+        "extra_body": {"auto_response": true, "speaker": "parrot"}});
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": session}),
+    )
+    .await;
+    loop {
+        let event = realtime_next(&mut ws).await;
+        assert_ne!(event["type"], "error", "{event}");
+        if event["type"] == "session.updated" {
+            break;
+        }
+    }
+    send(&mut ws, json!({"type": "session.close"})).await;
+    while realtime_next(&mut ws).await["type"] != "session.closed" {}
+    let configs = recorder.configs.lock().unwrap().clone();
+    assert_eq!(configs.len(), 1);
+    let (id, seen) = &configs[0];
+    assert_eq!(id, "voiced");
+    assert_eq!(seen["ref_audio"].as_str(), Some(voice.as_str()));
+    assert_eq!(seen["extra_body"]["speaker"], "parrot");
+    assert_eq!(*recorder.ended.lock().unwrap(), vec!["voiced".to_owned()]);
+    drop(ws);
+    let _ = stop.send(());
+    server.await.unwrap();
+}

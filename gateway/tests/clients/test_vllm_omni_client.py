@@ -11,10 +11,14 @@ failure.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib.util
+import io
+import math
 import os
 import sys
 import types
+import wave
 import zipfile
 
 import pytest
@@ -130,5 +134,35 @@ def test_the_released_client_cancels_a_response_mid_speech(parrot_url):
             # The session goes on: the next turn is answered whole.
             heard, _ = await asyncio.wait_for(turn(client, speech(1)), 20)
             assert heard == speech(1)
+
+    asyncio.run(run())
+
+
+def reference_voice(seconds: float = 5.0, rate: int = 24_000) -> str:
+    """A reference voice as vllm-omni's presets send it: a WAV data URL
+    (5 s at 24 kHz: about 320 KB, five times the gateway's other events)."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(
+            int(8000 * math.sin(2 * math.pi * 220 * i / rate)).to_bytes(2, "little", signed=True)
+            for i in range(int(seconds * rate))
+        ))
+    return "data:audio/wav;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def test_the_released_client_opens_with_a_reference_voice(parrot_url):
+    duplex = released_client()
+    voice = reference_voice()
+    assert len(voice) > 300_000
+
+    async def run():
+        config = duplex.SessionConfig(ref_audio=voice, instructions="Say it back.")
+        async with duplex.DuplexClient(parrot_url, model="parrot", config=config) as client:
+            assert client.session_id
+            heard, _ = await asyncio.wait_for(turn(client, speech(0)), 20)
+            assert heard == speech(0)
 
     asyncio.run(run())

@@ -380,9 +380,27 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
     decode_tree(text)
 }
 
+/// The largest `session.update` interpreted: the configuration may carry
+/// a reference voice (`ref_audio`, a data URL: 5 s of speech is about
+/// 230 KB) or a video frame (about 80 KB), so it may be as large as the
+/// transport reads ([`MAX_FRAME`](super::MAX_FRAME), 1 MiB). Every other
+/// event keeps [`MAX_MESSAGE`](super::MAX_MESSAGE).
+pub const MAX_SESSION_UPDATE: usize = super::MAX_FRAME;
+
+/// Whether `text` is a `session.update` (read for its `type` alone).
+fn is_session_update(text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+    }
+    serde_json::from_str::<Kind<'_>>(text).is_ok_and(|k| k.kind == "session.update")
+}
+
 /// The full decoder: the message as a JSON tree, every field checked.
 pub(crate) fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
-    if text.len() > MAX_MESSAGE {
+    let configuration = text.len() <= MAX_SESSION_UPDATE && is_session_update(text);
+    if text.len() > MAX_MESSAGE && !configuration {
         return Err(RealtimeError::invalid(
             "too_large",
             format!(

@@ -110,3 +110,33 @@ fn a_chunk_is_decoded_without_copying_its_strings() {
         (Some("a\"b"), "AA==")
     );
 }
+
+/// A configuration may carry a reference voice: a `session.update` is
+/// read up to the transport's limit; every other event keeps 64 KiB.
+#[test]
+fn a_session_update_may_carry_a_reference_voice() {
+    use super::{RealtimeEvent, MAX_SESSION_UPDATE};
+    let voice = format!("data:audio/wav;base64,{}", "A".repeat(300_000));
+    let update = serde_json::json!({"type": "session.update", "session": {"ref_audio": voice}});
+    let Ok(RealtimeEvent::SessionUpdate { session, .. }) = decode(&update.to_string()) else {
+        panic!("a 300 KB session.update is read");
+    };
+    assert_eq!(
+        session["ref_audio"].as_str().map(str::len),
+        Some(voice.len())
+    );
+
+    let append = format!(
+        r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#,
+        "A".repeat(100_000)
+    );
+    let refused = decode(&append).unwrap_err();
+    assert_eq!(refused.to_value()["error"]["code"], "too_large");
+
+    let huge = format!(
+        r#"{{"type":"session.update","session":{{"ref_audio":"{}"}}}}"#,
+        "A".repeat(MAX_SESSION_UPDATE)
+    );
+    let refused = decode(&huge).unwrap_err();
+    assert_eq!(refused.to_value()["error"]["code"], "too_large");
+}
