@@ -39,10 +39,12 @@ mod frames;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod profile;
 pub mod protocol;
 pub mod server;
 pub mod stats;
 
+pub use profile::{GatewayProfile, Id};
 pub use server::limits::Limits;
 pub use server::ownership::{Owner, RandomError, RESUME_KEY_MIN};
 pub use server::state::{Config, Manager, StartError};

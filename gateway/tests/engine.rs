@@ -183,7 +183,8 @@ impl duplex_gateway::engine::Engine for Recorder {
 
 /// A client's `session.update` reaches the engine as the client sent it,
 /// reference voice included (a 300 KB message, over the 64 KiB of every
-/// other event), and the engine hears of the session's end.
+/// other event), and the engine hears of the session's end. The session is
+/// named as vllm-omni's scenario runners name theirs (54 bytes).
 #[tokio::test]
 async fn the_engine_is_told_the_configuration_and_the_end() {
     let recorder = Arc::new(Recorder::default());
@@ -194,7 +195,9 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
     let (_gw, url, stop, server) = start(config).await;
     let mut ws = connect(&format!("{url}/v1/realtime?duplex=1&autostart=0")).await;
     let voice = format!("data:audio/wav;base64,{}", "UklG".repeat(75_000));
-    let session = json!({"session_id": "voiced", "ref_audio": voice,
+    let id = "e2e-soft-interrupt-0f8e7d6c5b4a39281706f5e4d3c2b1a0-01";
+    assert_eq!(id.len(), 54);
+    let session = json!({"session_id": id, "ref_audio": voice,
         "extra_body": {"auto_response": true, "speaker": "parrot"}});
     send(
         &mut ws,
@@ -212,11 +215,11 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
     while realtime_next(&mut ws).await["type"] != "session.closed" {}
     let configs = recorder.configs.lock().unwrap().clone();
     assert_eq!(configs.len(), 1);
-    let (id, seen) = &configs[0];
-    assert_eq!(id, "voiced");
+    let seen = &configs[0].1;
+    assert_eq!(configs[0].0, id);
     assert_eq!(seen["ref_audio"].as_str(), Some(voice.as_str()));
     assert_eq!(seen["extra_body"]["speaker"], "parrot");
-    assert_eq!(*recorder.ended.lock().unwrap(), vec!["voiced".to_owned()]);
+    assert_eq!(*recorder.ended.lock().unwrap(), vec![id.to_owned()]);
     drop(ws);
     let _ = stop.send(());
     server.await.unwrap();

@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use duplex_core::Id;
+use crate::Id;
 
 /// One session's shadow.
 #[derive(Debug, Default)]

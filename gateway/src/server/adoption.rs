@@ -2,7 +2,7 @@
 //! become a live node's, detached, with the dead node's engine requests
 //! released in the script that moves them.
 
-use duplex_core::Id;
+use crate::Id;
 
 use crate::cluster::{DirectoryError, Node};
 use crate::server::durable::Stored;

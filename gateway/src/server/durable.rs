@@ -28,8 +28,10 @@
 //!   the rest of its writes. The directory counts every release, and a
 //!   count above one shows in `releases_doubled`.
 
-use duplex_core::profile::Conformance;
-use duplex_core::{AnySession, Fence, Id};
+use crate::profile::Fence;
+use crate::GatewayProfile;
+use crate::Id;
+use duplex_core::AnySession;
 use duplex_std::Sessions;
 
 use crate::cluster::{Batch, DirectoryError, Node, Record, Save};
@@ -109,7 +111,7 @@ const CLOSE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 const TOKEN_LOOKAHEAD: u64 = 8;
 
 /// A restored gateway session.
-pub(super) type Image = AnySession<Conformance<Owner>>;
+pub(super) type Image = AnySession<GatewayProfile>;
 
 fn owner_of(s: &Image) -> Option<Owner> {
     s.as_open()

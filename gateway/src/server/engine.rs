@@ -2,21 +2,22 @@
 //! to a committed turn on its own task, between the request the commit
 //! bound on the session and its release.
 
-use duplex_core::profile::Conformance;
+use crate::GatewayProfile;
 use std::sync::Arc;
 
-use duplex_core::{Activity, Fence, Id, Session, Unfinished};
+use crate::profile::Fence;
+use crate::Id;
+use duplex_core::{Activity, Session, Unfinished};
 
 use crate::engine::{Sink, Turn};
 use crate::protocol::ServerEvent;
 use crate::server::emit::Emitter;
-use crate::server::ownership::Owner;
 use crate::server::state::Shared;
 use crate::stats::bump;
 
 /// Releases `request` if the session still holds it; whether it did.
 pub(crate) fn release_held<S: Unfinished>(
-    s: &mut Session<S, Conformance<Owner>>,
+    s: &mut Session<S, GatewayProfile>,
     request: &Id,
 ) -> bool {
     let held = s.resources().any(|(_, id, _)| id == request);

@@ -82,7 +82,7 @@ impl Owner {
 }
 
 /// A server-chosen session id: 128 bits from the OS random source, as 32
-/// lowercase hex digits (the default profile's 32-byte id limit).
+/// lowercase hex digits.
 pub(crate) fn new_session_id() -> Result<String, RandomError> {
     let bytes: [u8; 16] = random()?;
     Ok(hex(&bytes))
@@ -232,15 +232,16 @@ mod tests {
 
     #[test]
     fn an_owner_travels_in_a_snapshot_image() -> Result<(), Box<dyn std::error::Error>> {
-        use duplex_core::profile::Conformance;
-        use duplex_core::{AnySession, Fence, Id, Instant, OpenOptions, Session};
-        type GatewaySession = AnySession<Conformance<Owner>>;
+        use crate::profile::Fence;
+        use crate::GatewayProfile;
+        use crate::Id;
+        use duplex_core::{AnySession, Instant, OpenOptions, Session};
+        type GatewaySession = AnySession<GatewayProfile>;
         let owner = Owner::draw()?;
         let fence = Fence::new(Id::new("s")?, 0);
-        let s: Session<duplex_core::Open, Conformance<Owner>> =
+        let s: Session<duplex_core::Open, GatewayProfile> =
             Session::open_with_capacities(fence, OpenOptions::new(owner, ()), Instant::ZERO)?;
-        let mut buf =
-            vec![0u8; Session::<duplex_core::Open, Conformance<Owner>>::SNAPSHOT_MAX + 64];
+        let mut buf = vec![0u8; Session::<duplex_core::Open, GatewayProfile>::SNAPSHOT_MAX + 64];
         let image = GatewaySession::from(s).snapshot(&mut buf)?.to_vec();
         let back = GatewaySession::restore_with_capacities(&image)?;
         assert_eq!(back.as_open().map(|s| *s.session_config()), Some(owner));

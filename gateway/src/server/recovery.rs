@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use duplex_core::Id;
+use crate::Id;
 use futures_util::StreamExt;
 
 use crate::cluster::{Node, WriteBack};

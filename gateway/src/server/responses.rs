@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use duplex_core::Id;
+use crate::Id;
 use tokio::task::AbortHandle;
 
 /// A response being generated.

@@ -3,7 +3,7 @@
 //! connection (`connection`) both hold it; neither knows the other's
 //! insides.
 
-use duplex_core::profile::Conformance;
+use crate::GatewayProfile;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,14 +16,15 @@ use crate::cluster::Node;
 use crate::engine::{Engine, StandIn, Turn};
 use crate::server::auth::Verifier;
 use crate::server::limits::{Limits, Slots};
-use crate::server::ownership::{Keys, Owner, RandomError};
+use crate::server::ownership::{Keys, RandomError};
 use crate::server::responses::Active;
 use crate::stats::{Counters, Stats};
 
-/// The manager the gateway runs: default capacities (32-byte ids, 8
+/// The manager the gateway runs, over [`GatewayProfile`] (64-byte ids, 8
 /// request resources, 8 completed appends per session); each session's
-/// configuration is its [`Owner`] (what its resume tokens are made from).
-pub type Manager = SharedManager<TokioClock, Conformance<Owner>>;
+/// configuration is its [`Owner`](crate::Owner) (what its resume tokens
+/// are made from).
+pub type Manager = SharedManager<TokioClock, GatewayProfile>;
 
 /// How the gateway runs.
 ///
@@ -127,7 +128,7 @@ pub enum StartError {
     Lease(duplex_core::Error),
     /// The manager refused the configuration (zero sessions).
     #[error("invalid manager configuration: {0}")]
-    Manager(duplex_std::Error),
+    Manager(crate::profile::ManagerError),
     /// No key for resume tokens could be made.
     #[error("cannot make the resume-token key: {0}")]
     Secret(RandomError),
@@ -355,14 +356,14 @@ impl Shared {
     /// expiry, the session gone from this node), and tells the engine of
     /// each. Their requests stay in the session until its end releases
     /// them.
-    pub(crate) fn stop_responses(&self, session: &duplex_core::Id) {
+    pub(crate) fn stop_responses(&self, session: &crate::Id) {
         let stopped = self.responses.of(session).stop();
         self.cancelled(session, &stopped);
     }
 
     /// Tells the engine of responses stopped before their end (called
     /// with no lock held: the engine's code runs here).
-    pub(crate) fn cancelled(&self, session: &duplex_core::Id, stopped: &[Active]) {
+    pub(crate) fn cancelled(&self, session: &crate::Id, stopped: &[Active]) {
         for a in stopped {
             let turn = Turn::new(session.as_str(), a.request.as_str(), (a.epoch, a.turn));
             self.config.engine.cancelled(&turn);
@@ -371,7 +372,7 @@ impl Shared {
 
     /// `session` ended on this gateway (closed, expired, moved away): its
     /// responses stop and the engine forgets it.
-    pub(crate) fn ended(&self, session: &duplex_core::Id) {
+    pub(crate) fn ended(&self, session: &crate::Id) {
         self.stop_responses(session);
         self.config.engine.ended(session.as_str());
     }

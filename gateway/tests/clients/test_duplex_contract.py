@@ -96,8 +96,8 @@ def test_a_dropped_socket_resumes_with_a_complete_response(gateway):
         created = await c.open("call-resume-1")
         assert created["resume_token"] and created["session"]["capabilities"]["supports_session_resume"]
         for i in range(6):
-            # Event ids longer than the core's 32 bytes are keys too.
-            await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-chunk-{i:04d}-" + "x" * 40, "audio": CHUNK})
+            # Event ids longer than the gateway's 64 bytes are keys too.
+            await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-chunk-{i:04d}-" + "x" * 60, "audio": CHUNK})
         await c.send({"type": "input_audio_buffer.commit", "event_id": "evt-commit", "response_create": True})
         await c.until("response.created")
         await c.until("response.output_text.delta")

@@ -339,7 +339,9 @@ impl Client {
                     .clone()
                     .map(|h| (h.epoch, h.turn))
                     .unwrap_or_default();
-                let m = serde_json::json!({"type": "input.append", "event_id": "e".repeat(40),
+                // One byte over the gateway's ids.
+                let long = "e".repeat(duplex_gateway::profile::ID_LEN + 1);
+                let m = serde_json::json!({"type": "input.append", "event_id": long,
                     "epoch": held.0, "turn": held.1, "audio": ""});
                 (Message::text(m.to_string()), "invalid_id")
             }

@@ -384,7 +384,7 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
 /// a reference voice (`ref_audio`, a data URL: 5 s of speech is about
 /// 230 KB) or a video frame (about 80 KB), so it may be as large as the
 /// transport reads ([`MAX_FRAME`](super::MAX_FRAME), 1 MiB). Every other
-/// event keeps [`MAX_MESSAGE`](super::MAX_MESSAGE).
+/// event keeps [`MAX_MESSAGE`].
 pub const MAX_SESSION_UPDATE: usize = super::MAX_FRAME;
 
 /// Whether `text` is a `session.update` (read for its `type` alone).

@@ -18,11 +18,12 @@ mod tests;
 
 use std::sync::Arc;
 
+use crate::profile::Fence;
+use crate::profile::ManagerError as Error;
+use crate::Id;
 use duplex_core::ErrorKind;
-use duplex_core::{
-    Activity, Appended, CloseReason, Error as CoreError, Fence, Finality, Id, InputMode,
-};
-use duplex_std::{Error, Sessions};
+use duplex_core::{Activity, Appended, CloseReason, Error as CoreError, Finality, InputMode};
+use duplex_std::Sessions;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::engine::{Input, Turn};

@@ -1,8 +1,11 @@
 //! Opening a session on a connection: a new one, or a resume (here, or
 //! taken over from another node of a cluster).
 
-use duplex_core::{Fence, Id, InputMode, LeaseConfig, Modes, OpenOptions};
-use duplex_std::{Error, Sessions};
+use crate::profile::Fence;
+use crate::profile::ManagerError as Error;
+use crate::Id;
+use duplex_core::{InputMode, LeaseConfig, Modes, OpenOptions};
+use duplex_std::Sessions;
 
 use super::{Connection, Held, AUDIO};
 use crate::protocol::ServerEvent;

@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::profile::ManagerError as Error;
 use duplex_core::Activity;
-use duplex_std::Error;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -60,10 +60,10 @@ impl Rt {
 }
 
 /// The core's id for a client's `event_id`: the id itself when it fits the
-/// core's ids (32 bytes), else `h` and 31 hex digits of its SHA-256 (so
+/// gateway's ids (64 bytes), else `h` and 63 hex digits of its SHA-256 (so
 /// ids up to [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
 fn operation_id(event_id: &str) -> Cow<'_, str> {
-    if event_id.len() <= duplex_core::profile::conformance::ID_LEN {
+    if event_id.len() <= crate::profile::ID_LEN {
         return Cow::Borrowed(event_id);
     }
     let digest = Sha256::digest(event_id.as_bytes());
@@ -72,10 +72,7 @@ fn operation_id(event_id: &str) -> Cow<'_, str> {
         let _ = write!(out, "{b:02x}");
         out
     });
-    Cow::Owned(format!(
-        "h{}",
-        &hex[..duplex_core::profile::conformance::ID_LEN - 1]
-    ))
+    Cow::Owned(format!("h{}", &hex[..crate::profile::ID_LEN - 1]))
 }
 
 /// `extra_body.auto_response` of a `session` object.

@@ -1,12 +1,14 @@
 //! A connection's side of storing: what it answers when a change was not
 //! stored (on a node of a cluster), and when its session is gone.
 
-use duplex_std::{Error, Sessions};
+use crate::profile::ManagerError as Error;
+use duplex_std::Sessions;
 
 use super::{Connection, Held};
 use crate::protocol::ServerEvent;
 use crate::server::durable::{Changes, Stored};
-use duplex_core::{ErrorKind, Id};
+use crate::Id;
+use duplex_core::ErrorKind;
 
 impl Connection {
     /// Why a typed operation found no open session.

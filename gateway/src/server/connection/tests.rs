@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use duplex_core::Id;
+use crate::Id;
 use tokio::sync::mpsc::Receiver;
 use tokio_tungstenite::tungstenite::Message;
 

@@ -16,7 +16,7 @@
 
 use std::hash::BuildHasher;
 
-use duplex_core::Id;
+use crate::Id;
 
 /// How many chunks' fences a session remembers (more than a client
 /// retransmits after a reconnect). At most 64: the scan's hits are the

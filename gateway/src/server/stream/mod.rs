@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use duplex_core::Id;
+use crate::Id;
 use serde_json::{Map, Value};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use duplex_core::Id;
+use crate::Id;
 use serde_json::Value;
 
 use super::{contiguous_tail, with_seq, Journals, Resync};
