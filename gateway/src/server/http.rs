@@ -361,19 +361,27 @@ fn upgrade(
 }
 
 /// The dialect a handshake's path asks for: the realtime dialect on
-/// `/v1/realtime` and `/v1/duplex` (with `autostart` and `session_id` from
-/// the query), the native one elsewhere.
+/// `/v1/realtime` and `/v1/duplex` (with `autostart`, `resume`, `duplex`
+/// and `session_id` from the query), the native one elsewhere. A socket opens
+/// its session when it connects unless the query says `autostart=0` or
+/// `resume=1` (a socket that resumes: its first message is
+/// `session.resume`), with the release's spellings of true and false.
 fn dialect_of<B>(request: &Request<B>) -> Dialect {
     let uri = request.uri();
     let path = uri.path().trim_end_matches('/');
     if path != "/v1/realtime" && path != "/v1/duplex" {
         return Dialect::Native;
     }
+    let is = |v: &str, values: [&str; 4]| values.iter().any(|t| v.eq_ignore_ascii_case(t));
+    let (truthy, falsy) = (["1", "true", "yes", "on"], ["0", "false", "no", "off"]);
     let mut autostart = true;
     let mut session_id = None;
+    let mut contract = path == "/v1/duplex";
     for pair in uri.query().unwrap_or("").split('&') {
         match pair.split_once('=') {
-            Some(("autostart", v)) => autostart = !matches!(v, "0" | "false" | "off"),
+            Some(("duplex", v)) if is(v, truthy) => contract = true,
+            Some(("autostart", v)) if is(v, falsy) => autostart = false,
+            Some(("resume", v)) if is(v, truthy) => autostart = false,
             Some(("session_id", v)) if !v.is_empty() => session_id = Some(v.to_owned()),
             _ => {}
         }
@@ -381,5 +389,6 @@ fn dialect_of<B>(request: &Request<B>) -> Dialect {
     Dialect::Realtime {
         autostart,
         session_id,
+        contract,
     }
 }

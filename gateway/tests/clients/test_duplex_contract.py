@@ -212,11 +212,12 @@ def test_errors_in_the_contracts_shape(gateway):
     assert keyless["error"]["code"] == "invalid_id" and keyless["error"]["event_id"] == "", keyless
     assert no_session["error"]["code"] == "no_session" and no_session["error"]["event_id"] == "early"
     assert "server_event_seq" not in no_session
-    assert empty["error"]["code"] == "input_audio_buffer_commit_empty" and empty["error"]["event_id"] == "empty"
+    # The contract's code (OpenAI's, input_audio_buffer_commit_empty, on plain /v1/realtime).
+    assert empty["error"]["code"] == "input_audio_buffer_empty" and empty["error"]["event_id"] == "empty"
     assert barge["error"]["code"] == "unsupported_capability"
     assert ack["type"] == "playback.acknowledged"
     assert truncated["type"] == "conversation.item.truncated"
-    assert closed["session_id"] == "call-err" and closed["reason"] == "session_close"
+    assert closed["session_id"] == "call-err" and closed["reason"] == "client_close"
 
 
 def test_a_chunk_sent_again_after_a_barge_in_is_not_applied_again(gateway):
@@ -271,3 +272,57 @@ def test_a_browser_authenticates_with_the_subprotocol(gateway):
     assert chosen == "realtime"
     assert created["type"] == "session.created" and created["server_event_seq"] == 1
     assert refused == 401
+
+
+def test_the_contract_s_codes_and_resume_only_sockets(gateway):
+    """On the contract's paths its codes; on plain /v1/realtime OpenAI's.
+    A socket with ``resume=1`` opens nothing by itself; a resume on a
+    socket that holds a session is refused as the contract says; a close
+    says ``client_close``."""
+    gw = gateway()
+
+    async def first_error(url: str, events: list[dict]) -> dict:
+        async with websockets.connect(url) as ws:
+            for e in events:
+                await ws.send(json.dumps(e))
+            for _ in range(50):
+                event = json.loads(await asyncio.wait_for(ws.recv(), timeout=10))
+                if event["type"] == "error":
+                    return event["error"]
+        raise AssertionError("no error")
+
+    async def talk():
+        empty = [{"type": "session.update", "session": {}}, {"type": "input_audio_buffer.commit"}]
+        cancel = [{"type": "session.update", "session": {}}, {"type": "response.cancel"}]
+        codes = {}
+        for name, url in (("contract", "/v1/realtime?duplex=1&autostart=0"), ("duplex path", "/v1/duplex?autostart=0"),
+                          ("openai", "/v1/realtime?autostart=0")):
+            codes[name] = ((await first_error(gw.url + url, empty))["code"],
+                           (await first_error(gw.url + url, cancel))["code"])
+
+        c = Client(gw.url)
+        created = await c.open("call-codes-1")
+        token = created["resume_token"]
+        # A resume on the socket that holds the session.
+        await c.send({"type": "session.resume", "session_id": "call-codes-1", "resume_token": token,
+                      "last_received_server_event_seq": c.last_seq})
+        on_attached = await c.until("error")
+        # A resume-only socket: nothing opens before its session.resume.
+        async with websockets.connect(gw.url + "/v1/realtime?duplex=1&resume=1") as other:
+            await other.send(json.dumps({"type": "session.resume", "session_id": "call-codes-1",
+                                         "resume_token": c.token, "last_received_server_event_seq": c.last_seq}))
+            resumed = json.loads(await asyncio.wait_for(other.recv(), timeout=10))
+            await other.send(json.dumps({"type": "session.close"}))
+            for _ in range(50):
+                closed = json.loads(await asyncio.wait_for(other.recv(), timeout=10))
+                if closed["type"] == "session.closed":
+                    break
+        return codes, on_attached, resumed, closed
+
+    codes, on_attached, resumed, closed = run(talk())
+    assert codes["contract"] == ("input_audio_buffer_empty", "response_not_active"), codes
+    assert codes["duplex path"] == codes["contract"], codes
+    assert codes["openai"] == ("input_audio_buffer_commit_empty", "response_cancel_not_active"), codes
+    assert on_attached["error"]["code"] == "unsupported_session_resume", on_attached
+    assert resumed["type"] == "session.resumed" and resumed["session_id"] == "call-codes-1", resumed
+    assert closed["reason"] == "client_close", closed

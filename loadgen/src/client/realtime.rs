@@ -380,7 +380,8 @@ impl Client {
         match (kind(&answer), code(&answer)) {
             ("response.done", _) => self.tally.barge_ins += 1,
             // The response had already ended.
-            ("error", "response_cancel_not_active") => {}
+            // (In the contract's words, on the path this client speaks.)
+            ("error", "response_not_active") => {}
             ("error", "unknown_session") => {
                 self.tally.expired += 1;
                 self.held = None;

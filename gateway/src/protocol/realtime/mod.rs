@@ -13,6 +13,7 @@
 //! [`RealtimeError`] in OpenAI's error shape.
 
 mod audio;
+mod contract;
 mod server;
 
 use std::borrow::Cow;
@@ -21,6 +22,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 pub use audio::audio_delta;
+pub use contract::{contract_code, contract_codes};
 pub use server::{
     capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
     text_delta, ResponseIds,

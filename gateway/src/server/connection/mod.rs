@@ -82,6 +82,10 @@ pub(crate) enum Dialect {
         autostart: bool,
         /// The `session_id` query parameter: the id a session opens under.
         session_id: Option<String>,
+        /// vllm-omni's duplex contract rules (`/v1/duplex`, or
+        /// `/v1/realtime?duplex=1`): its error codes where they differ from
+        /// OpenAI's. Plain `/v1/realtime` speaks OpenAI's.
+        contract: bool,
     },
 }
 
@@ -134,6 +138,7 @@ impl Connection {
         if let Dialect::Realtime {
             autostart: true,
             session_id,
+            ..
         } = self.dialect.clone()
         {
             self.rt_open(session_id, serde_json::Map::new(), None).await;

@@ -116,7 +116,10 @@ impl Connection {
 
     /// Sends events: through the session's stream when the connection
     /// holds one, else straight to the socket (unnumbered: no session).
-    pub(super) async fn rt_send(&self, events: Vec<Value>) {
+    pub(super) async fn rt_send(&self, mut events: Vec<Value>) {
+        if self.contract() {
+            events.iter_mut().for_each(realtime::contract_codes);
+        }
         match &self.rt {
             Some(rt) => {
                 rt.stream
@@ -139,11 +142,24 @@ impl Connection {
     /// an answer on a socket that holds no session, or one about the
     /// attachment (`session.moved`, `session.resync_required`).
     pub(super) async fn unnumbered(&self, event: &Value) {
+        let mut event = Cow::Borrowed(event);
+        if self.contract() && realtime::contract_code(&event).is_some() {
+            realtime::contract_codes(event.to_mut());
+        }
         self.outbox
             .send(tokio_tungstenite::tungstenite::Message::text(
                 event.to_string(),
             ))
             .await;
+    }
+
+    /// Whether vllm-omni's duplex contract rules this socket (else
+    /// OpenAI's Realtime API does).
+    fn contract(&self) -> bool {
+        matches!(
+            self.dialect,
+            super::Dialect::Realtime { contract: true, .. }
+        )
     }
 
     /// A native answer that is a refusal, as the realtime error.
@@ -599,7 +615,7 @@ impl Connection {
             ServerEvent::Closed { session_id, .. } => {
                 stream.cancel_all("session_closed").await;
                 stream
-                    .emit(vec![json!({"type": "session.closed", "session_id": session_id, "reason": "session_close"})])
+                    .emit(vec![json!({"type": "session.closed", "session_id": session_id, "reason": "client_close"})])
                     .await;
                 if let Some(session) = session {
                     self.shared.journals.remove(&session).await;

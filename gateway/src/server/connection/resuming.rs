@@ -17,9 +17,11 @@ impl Connection {
     /// the client missed and the socket it replaced is told.
     pub(super) async fn rt_resume(&mut self, session_id: String, token: String, cursor: u64) {
         if self.rt.is_some() {
+            // The contract's code: a resume is a new connection's first
+            // message.
             let e = RealtimeError::invalid(
-                "already_open",
-                "this connection holds a session; one session per connection",
+                "unsupported_session_resume",
+                "session.resume must be the first message of a new connection; this one holds a session",
                 None,
             );
             self.rt_send(vec![e.to_value()]).await;
