@@ -326,3 +326,30 @@ def test_the_contract_s_codes_and_resume_only_sockets(gateway):
     assert on_attached["error"]["code"] == "unsupported_session_resume", on_attached
     assert resumed["type"] == "session.resumed" and resumed["session_id"] == "call-codes-1", resumed
     assert closed["reason"] == "client_close", closed
+
+
+def test_a_replaced_socket_is_told_and_closed(gateway):
+    """A resume on a second socket while the first still holds the
+    session: the first gets ``session.replaced``, then a close (1000,
+    ``session_replaced``), which vllm-omni's clients wait for."""
+    gw = gateway()
+
+    async def talk():
+        a = Client(gw.url)
+        await a.open("call-replaced-1")
+        b = Client(gw.url)
+        b.session_id, b.token, b.last_seq = a.session_id, a.token, a.last_seq
+        resumed = await b.resume()
+        replaced = await a.until("session.replaced")
+        try:
+            while True:
+                await a.recv()
+        except websockets.ConnectionClosedOK as closed:
+            return resumed, replaced, closed.rcvd
+        finally:
+            await b.ws.close()
+
+    resumed, replaced, close = run(talk())
+    assert resumed["type"] == "session.resumed", resumed
+    assert replaced["session_id"] == "call-replaced-1"
+    assert (close.code, close.reason) == (1000, "session_replaced")

@@ -103,11 +103,18 @@ impl Connection {
         {
             Ok((attachment, replaced)) => {
                 if let Some(old) = replaced {
+                    use tokio_tungstenite::tungstenite::protocol::{
+                        frame::coding::CloseCode, CloseFrame,
+                    };
+                    use tokio_tungstenite::tungstenite::Message;
                     let note = json!({"type": "session.replaced", "session_id": session_id, "attachment_generation": attachment - 1});
-                    old.send(tokio_tungstenite::tungstenite::Message::text(
-                        note.to_string(),
-                    ))
-                    .await;
+                    old.send(Message::text(note.to_string())).await;
+                    // Then the replaced socket closes, as the contract's
+                    // server closes it (its clients wait for that).
+                    old.offer(Message::Close(Some(CloseFrame {
+                        code: CloseCode::Normal,
+                        reason: "session_replaced".into(),
+                    })));
                 }
                 // The responses the old node had in progress died with
                 // its engine (the takeover released their requests).
