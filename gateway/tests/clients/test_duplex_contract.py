@@ -353,3 +353,26 @@ def test_a_replaced_socket_is_told_and_closed(gateway):
     assert resumed["type"] == "session.resumed", resumed
     assert replaced["session_id"] == "call-replaced-1"
     assert (close.code, close.reason) == (1000, "session_replaced")
+
+
+def test_an_ack_past_the_last_event_is_refused_and_drops_nothing(gateway):
+    gw = gateway()
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-ack-1")
+        head = c.last_seq
+        await c.send({"type": "session.event_ack", "server_event_seq": head + 1000})
+        refused = await c.until("error")
+        # Nothing was dropped: a resume from the start replays every event.
+        c.drop()
+        c.events, c.last_seq = {}, 0
+        resumed = await c.resume()
+        for _ in range(head + 1):  # the refusal is numbered too
+            await c.recv()
+        return head, refused, resumed, sorted(c.events)
+
+    head, refused, resumed, seqs = run(talk())
+    assert refused["error"]["code"] == "invalid_event_ack", refused
+    assert resumed["type"] == "session.resumed"
+    assert seqs[: head + 1] == list(range(1, head + 2)), seqs

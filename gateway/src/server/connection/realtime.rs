@@ -243,8 +243,14 @@ impl Connection {
             }
             RealtimeEvent::Heartbeat => self.rt_heartbeat().await,
             RealtimeEvent::EventAck { seq } => {
-                if let Some(rt) = &self.rt {
-                    rt.stream.ack(seq).await;
+                let Some(rt) = &self.rt else { return };
+                if let Err(head) = rt.stream.ack(seq).await {
+                    let e = RealtimeError::invalid(
+                        "invalid_event_ack",
+                        format!("session.event_ack of {seq} is past the last event sent, {head}; nothing was dropped"),
+                        None,
+                    );
+                    self.rt_send(vec![e.to_value()]).await;
                 }
             }
             RealtimeEvent::Close => self.rt_close().await,

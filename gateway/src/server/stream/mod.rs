@@ -423,9 +423,17 @@ impl Stream {
     }
 
     /// The client has everything up to `seq`: drop it from the journal.
-    pub(crate) async fn ack(&self, seq: u64) {
+    ///
+    /// # Errors
+    ///
+    /// The number of the last event, if `seq` is past it (nothing is
+    /// dropped: a client cannot hold an event that was never sent).
+    pub(crate) async fn ack(&self, seq: u64) -> Result<(), u64> {
         let mut state = self.state.lock().await;
-        let seq = seq.min(state.next.saturating_sub(1));
+        let head = state.next.saturating_sub(1);
+        if seq > head {
+            return Err(head);
+        }
         state.acked = state.acked.max(seq);
         if let Some(store) = &state.store {
             if let Err(e) = store
@@ -442,6 +450,7 @@ impl Stream {
                 self.journals.bytes.fetch_sub(len, Ordering::Relaxed);
             }
         }
+        Ok(())
     }
 
     /// Attaches `outbox` as the session's socket, first sending `head`
