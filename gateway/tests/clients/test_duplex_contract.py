@@ -325,6 +325,8 @@ def test_the_contract_s_codes_and_resume_only_sockets(gateway):
     assert codes["openai"] == ("input_audio_buffer_commit_empty", "response_cancel_not_active"), codes
     assert on_attached["error"]["code"] == "unsupported_session_resume", on_attached
     assert resumed["type"] == "session.resumed" and resumed["session_id"] == "call-codes-1", resumed
+    # With its session object, as session.created has it.
+    assert resumed["session"]["id"] == "call-codes-1" and resumed["session"]["model"] == "duplex-stand-in", resumed
     assert closed["reason"] == "client_close", closed
 
 

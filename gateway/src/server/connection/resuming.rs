@@ -8,7 +8,7 @@ use serde_json::{json, Map};
 
 use super::realtime::Rt;
 use super::Connection;
-use crate::protocol::realtime::RealtimeError;
+use crate::protocol::realtime::{session_object, RealtimeError};
 use crate::protocol::ServerEvent;
 use crate::server::stream::Conversation;
 
@@ -87,6 +87,14 @@ impl Connection {
         };
         self.store_journal(&stream, &held).await;
         let (last, _) = stream.position().await;
+        // The conversation goes on where the last socket left it (a stream
+        // restored from another node's journal starts one afresh: the
+        // store keeps no conversation).
+        let conv = match stream.kept() {
+            Some(kept) => kept.resumed((epoch, turn)),
+            None => Conversation::at((epoch, turn), false, Map::new()),
+        };
+        let session = session_object(&session_id, conv.epoch, conv.turn, &conv.config);
         let head = |generation: u64| {
             json!({
                 "type": "session.resumed",
@@ -95,6 +103,7 @@ impl Connection {
                 "attachment_generation": generation,
                 "resume_token": resume_token,
                 "last_server_event_seq": last,
+                "session": session,
             })
         };
         match stream
@@ -121,13 +130,6 @@ impl Connection {
                 if restored {
                     stream.fail_live("node_lost").await;
                 }
-                // The conversation goes on where the last socket left it
-                // (a stream restored from another node's journal starts
-                // one afresh: the store keeps no conversation).
-                let conv = match stream.kept() {
-                    Some(kept) => kept.resumed((epoch, turn)),
-                    None => Conversation::at((epoch, turn), false, Map::new()),
-                };
                 self.rt = Some(Rt::new(stream, &held.client_id, attachment, conv));
             }
             Err(why) => {
