@@ -169,7 +169,7 @@ impl Turn {
 ///
 /// A piece sent after the gateway stopped the answer is dropped (the
 /// future is dropped with it, so this happens only between the stop and
-/// the drop). Each piece is the session's activity (`MODEL_OUTPUT`): a
+/// the drop). The answer is the session's activity (`MODEL_OUTPUT`): a
 /// session whose model is still speaking does not expire idle.
 pub struct Sink {
     emit: Emitter,

@@ -30,8 +30,23 @@ pub(crate) fn release_held<S: Unfinished>(
 /// What a piece of the model's output does to the session: touches its
 /// lease (`MODEL_OUTPUT`) at the answer's fence, live or detached. A fence
 /// the session has moved past (a barge-in, a newer turn) touches nothing.
+/// A model speaks in pieces of tens of milliseconds and a lease counts
+/// idleness in seconds: the commit that started the answer touched the
+/// lease, and a piece touches it again only once a quarter of the idle TTL
+/// (at most a second) has passed since, which keeps the session as alive
+/// as a touch per piece would at a fraction of the cost.
 fn model_output(shared: Arc<Shared>, fence: Fence) -> Box<dyn FnMut() + Send> {
+    let every = shared
+        .config
+        .idle_ttl
+        .map_or(MAX_OUTPUT_TOUCH, |ttl| (ttl / 4).min(MAX_OUTPUT_TOUCH));
+    let mut last = tokio::time::Instant::now();
     Box::new(move || {
+        let now = tokio::time::Instant::now();
+        if now.duration_since(last) < every {
+            return;
+        }
+        last = now;
         let (manager, output) = (&shared.manager, Activity::ModelOutput);
         let _ = manager
             .with_open(&fence.session, |s, now| s.touch(&fence, output, now))
@@ -40,6 +55,9 @@ fn model_output(shared: Arc<Shared>, fence: Fence) -> Box<dyn FnMut() + Send> {
             });
     })
 }
+
+/// The longest a speaking model's session goes between two touches.
+const MAX_OUTPUT_TOUCH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs the engine's answer to `turn`, then releases its request and sends
 /// `response.done`, unless a barge-in or a close got there first (they
