@@ -67,15 +67,14 @@ impl Conversation {
 }
 
 impl Stream {
-    /// Keeps the session's conversation for a resume.
+    /// Keeps the session's conversation for a resume (a copy of a few
+    /// words: the configuration is shared, never compared or copied).
     pub(crate) fn keep(&self, conversation: &Conversation) {
         let mut kept = self
             .conversation
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if kept.as_ref() != Some(conversation) {
-            *kept = Some(conversation.clone());
-        }
+        *kept = Some(conversation.clone());
     }
 
     /// The conversation kept, if a socket held the session here before.
