@@ -19,6 +19,7 @@ const RENDERED: usize = 320;
 /// let c = duplex_gateway::protocol::realtime::capabilities();
 /// assert_eq!(c["supports_session_resume"], true);
 /// assert_eq!(c["supports_barge_in"], false);
+/// assert_eq!(c["session_admission_mode"], "serving_managed");
 /// ```
 pub fn capabilities() -> Value {
     json!({
@@ -28,6 +29,9 @@ pub fn capabilities() -> Value {
         "supports_session_resume": true,
         "supports_session_lease": true,
         "supports_multi_session": true,
+        // The gateway admits sessions itself (its --max-sessions), as the
+        // release's serving layer does.
+        "session_admission_mode": "serving_managed",
         "supports_audio_truncate": false,
         "chunk_period_ms": 20,
         "input_modes": ["append_audio_chunk"],
