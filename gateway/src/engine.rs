@@ -55,6 +55,13 @@ use crate::server::emit::Emitter;
 
 /// An answer being generated: the future [`Engine::respond`] returns. The
 /// gateway runs it on its own task and drops it to stop it.
+///
+/// ```
+/// use duplex_gateway::engine::Reply;
+///
+/// let silent: Reply = Box::pin(async {});
+/// # drop(silent);
+/// ```
 pub type Reply = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// A model behind the gateway.
@@ -63,11 +70,49 @@ pub type Reply = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// nothing. The synchronous ones run on the connection's task, in the path
 /// of the client's event: they should only record what they are told
 /// (hand work to a task or a channel, never block).
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+/// use duplex_gateway::engine::{Engine, Input, Reply, Sink, Turn};
+///
+/// /// Counts what each session said, and answers with the count.
+/// #[derive(Default)]
+/// struct Counter(Mutex<HashMap<String, usize>>);
+///
+/// impl Engine for Counter {
+///     fn audio(&self, input: Input<'_>) {
+///         *self.0.lock().unwrap().entry(input.session.to_owned()).or_default() += input.audio.len();
+///     }
+///
+///     fn respond(&self, turn: Turn, mut sink: Sink) -> Reply {
+///         let heard = self.0.lock().unwrap().remove(&turn.session).unwrap_or(0);
+///         Box::pin(async move { sink.text(&format!("{heard} bytes")).await })
+///     }
+///
+///     fn ended(&self, session: &str) {
+///         self.0.lock().unwrap().remove(session);
+///     }
+/// }
+///
+/// let counter = Counter::default();
+/// counter.audio(Input::new("call-1", (0, 0), &[0; 640]));
+/// counter.ended("call-1");
+/// assert!(counter.0.lock().unwrap().is_empty());
+/// ```
 pub trait Engine: Send + Sync + 'static {
     /// Audio the session appended, decoded, once per applied chunk (a
     /// chunk the client sent again is not repeated). The realtime dialect
     /// carries 16 kHz, 16-bit little-endian mono PCM; the native dialect
     /// whatever its clients agree on.
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Input, Reply, Sink, Turn};
+    /// # struct Deaf;
+    /// # impl Engine for Deaf { fn respond(&self, _: Turn, _: Sink) -> Reply { Box::pin(async {}) } }
+    /// // The default hears and keeps nothing.
+    /// Deaf.audio(Input::new("call-1", (0, 0), &[0; 640]));
+    /// ```
     fn audio(&self, input: Input<'_>) {
         let _ = input;
     }
@@ -75,12 +120,30 @@ pub trait Engine: Send + Sync + 'static {
     /// The user's turn ended: answer it through `sink`. The answer ends
     /// when the future does; the gateway then releases its request and
     /// sends `response.done`.
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+    /// struct Polite;
+    /// impl Engine for Polite {
+    ///     fn respond(&self, _: Turn, mut sink: Sink) -> Reply {
+    ///         Box::pin(async move { sink.text("After you.").await })
+    ///     }
+    /// }
+    /// ```
     fn respond(&self, turn: Turn, sink: Sink) -> Reply;
 
     /// The gateway stopped `turn`'s answer before its end (a barge-in,
     /// `response.cancel`, a close, an expiry, the session moved to another
     /// node): its future is already dropped. For work that lives outside
     /// the future, such as a request to another server.
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+    /// # struct Quiet;
+    /// # impl Engine for Quiet { fn respond(&self, _: Turn, _: Sink) -> Reply { Box::pin(async {}) } }
+    /// // The default has nothing outside the future to stop.
+    /// Quiet.cancelled(&Turn::new("call-1", "r7", (0, 1)));
+    /// ```
     fn cancelled(&self, turn: &Turn) {
         let _ = turn;
     }
@@ -88,18 +151,40 @@ pub trait Engine: Send + Sync + 'static {
     /// The session's configuration changed: the realtime dialect's merged
     /// `session` object, from `session.update`, as the client sent it
     /// (its `extra_body`, its instructions, its reference audio).
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+    /// # struct Plain;
+    /// # impl Engine for Plain { fn respond(&self, _: Turn, _: Sink) -> Reply { Box::pin(async {}) } }
+    /// let config = serde_json::json!({"instructions": "Be brief."});
+    /// // The default ignores the configuration.
+    /// Plain.configured("call-1", config.as_object().unwrap());
+    /// ```
     fn configured(&self, session: &str, config: &Map<String, Value>) {
         let _ = (session, config);
     }
 
     /// The session ended on this gateway (closed, expired, or moved to
     /// another node): forget what is kept for it.
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+    /// # struct Forgetful;
+    /// # impl Engine for Forgetful { fn respond(&self, _: Turn, _: Sink) -> Reply { Box::pin(async {}) } }
+    /// // The default kept nothing to forget.
+    /// Forgetful.ended("call-1");
+    /// ```
     fn ended(&self, session: &str) {
         let _ = session;
     }
 }
 
 /// One applied chunk of a session's audio.
+///
+/// ```
+/// let chunk = duplex_gateway::engine::Input::new("call-1", (1, 4), &[0; 640]);
+/// assert_eq!((chunk.epoch, chunk.turn, chunk.audio.len()), (1, 4, 640));
+/// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Input<'a> {
@@ -133,6 +218,11 @@ impl<'a> Input<'a> {
 }
 
 /// A committed turn to answer.
+///
+/// ```
+/// let turn = duplex_gateway::engine::Turn::new("call-1", "r3", (0, 2));
+/// assert_eq!((turn.session.as_str(), turn.turn), ("call-1", 2));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Turn {
@@ -171,6 +261,22 @@ impl Turn {
 /// future is dropped with it, so this happens only between the stop and
 /// the drop). The answer is the session's activity (`MODEL_OUTPUT`): a
 /// session whose model is still speaking does not expire idle.
+///
+/// ```
+/// use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+///
+/// struct Counting;
+/// impl Engine for Counting {
+///     fn respond(&self, turn: Turn, mut sink: Sink) -> Reply {
+///         Box::pin(async move {
+///             for n in 1..=3 {
+///                 sink.text(&format!("{n} ")).await;
+///             }
+///             let _ = turn;
+///         })
+///     }
+/// }
+/// ```
 pub struct Sink {
     emit: Emitter,
     turn: Turn,

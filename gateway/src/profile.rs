@@ -8,6 +8,10 @@ use duplex_core::profile::{conformance, Capacities, Profile};
 use crate::server::ownership::Owner;
 
 /// The most bytes of a session, request or operation id.
+///
+/// ```
+/// assert!(duplex_gateway::Id::new(&"x".repeat(duplex_gateway::profile::ID_LEN)).is_ok());
+/// ```
 pub const ID_LEN: usize = 64;
 
 /// A session, request or operation id of the gateway.

@@ -387,6 +387,11 @@ pub fn decode(text: &str) -> Result<RealtimeEvent, RealtimeError> {
 /// 230 KB) or a video frame (about 80 KB), so it may be as large as the
 /// transport reads ([`MAX_FRAME`](super::MAX_FRAME), 1 MiB). Every other
 /// event keeps [`MAX_MESSAGE`].
+///
+/// ```
+/// use duplex_gateway::protocol::{realtime::MAX_SESSION_UPDATE, MAX_FRAME, MAX_MESSAGE};
+/// assert!(MAX_SESSION_UPDATE > MAX_MESSAGE && MAX_SESSION_UPDATE <= MAX_FRAME);
+/// ```
 pub const MAX_SESSION_UPDATE: usize = super::MAX_FRAME;
 
 /// Whether `text` is a `session.update` (read for its `type` alone).
