@@ -165,7 +165,9 @@ pub trait Engine: Send + Sync + 'static {
     }
 
     /// The session ended on this gateway (closed, expired, or moved to
-    /// another node): forget what is kept for it.
+    /// another node): forget what is kept for it. In a cluster it may also
+    /// come for a session the engine was never told of (an open refused
+    /// because another node holds the id): there is nothing to forget.
     ///
     /// ```
     /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};

@@ -224,3 +224,69 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
     let _ = stop.send(());
     server.await.unwrap();
 }
+
+/// A gateway node of a cluster over `redis`, with `engine` behind it.
+async fn node(
+    redis: &str,
+    name: &str,
+    engine: Arc<Recorder>,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let config = Config {
+        engine,
+        resume_key: Some(b"the resume key both nodes share: 32+ bytes".to_vec()),
+        ..Config::default()
+    };
+    let cluster = duplex_gateway::cluster::ClusterConfig::new(redis, name);
+    let gw = duplex_gateway::Gateway::join(config, cluster)
+        .await
+        .expect("joined");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(gw.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    (url, stop)
+}
+
+/// A session its client resumes on another node of the cluster has ended
+/// on the first: the engine there is told, once (it would otherwise keep
+/// that session's state until the node stops).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server"]
+async fn a_session_taken_over_by_another_node_ends_on_the_first() {
+    let redis = duplex_testkit::stores::server();
+    let (first, second) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+    let (a, stop_a) = node(&redis.url(), "a", Arc::clone(&first)).await;
+    let (b, stop_b) = node(&redis.url(), "b", Arc::clone(&second)).await;
+
+    let mut ws = connect(&a).await;
+    send(&mut ws, json!({"type": "session.open"})).await;
+    let ServerEvent::Opened {
+        session_id,
+        resume_token,
+        ..
+    } = next(&mut ws).await
+    else {
+        panic!("expected session.opened")
+    };
+    drop(ws);
+    let mut moved = connect(&b).await;
+    send(
+        &mut moved,
+        json!({"type": "session.open", "session_id": session_id, "resume_token": resume_token}),
+    )
+    .await;
+    assert!(matches!(
+        next(&mut moved).await,
+        ServerEvent::Opened { resumed: true, .. }
+    ));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while first.ended.lock().unwrap().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(*first.ended.lock().unwrap(), vec![session_id.clone()]);
+    assert!(second.ended.lock().unwrap().is_empty(), "it goes on on b");
+    drop(moved);
+    let _ = (stop_a.send(()), stop_b.send(()));
+}

@@ -143,9 +143,11 @@ impl Shared {
     /// this node write (its requests are the new owner's to release).
     pub(crate) fn drop_local(&self, session: &Id) {
         // The exported session is dropped here: its requests are not
-        // released by this node.
+        // released by this node. Its answers stop and the engine forgets
+        // it, as at a close.
         if self.manager.export(session.as_str()).is_ok() {
             tracing::debug!(%session, "local copy dropped");
+            self.ended(session);
         }
         if let Some(node) = &self.node {
             node.shadows.forget(session);

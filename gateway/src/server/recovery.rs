@@ -313,7 +313,6 @@ impl Shared {
             tracing::debug!(%session, incarnation, "taken over elsewhere: the copy here is dropped");
             bump(&self.stats.moved_away);
             self.drop_local(&id);
-            self.ended(&id);
             self.journals.remove(&id).await;
         }
     }
