@@ -216,8 +216,57 @@ def test_errors_in_the_contracts_shape(gateway):
     assert empty["error"]["code"] == "input_audio_buffer_empty" and empty["error"]["event_id"] == "empty"
     assert barge["error"]["code"] == "unsupported_capability"
     assert ack["type"] == "playback.acknowledged"
-    assert truncated["type"] == "conversation.item.truncated"
+    # The contract checks the item: the session made none of that id.
+    assert truncated["error"]["code"] == "item_not_found", truncated
     assert closed["session_id"] == "call-err" and closed["reason"] == "client_close"
+
+
+def test_the_controls_cancel_only_what_is_active(gateway):
+    """``output_audio_buffer.clear`` mid-response says the output is cleared,
+    then the response ends cancelled; with nothing speaking it only says
+    so. ``input.cancel`` with no response drops the pending turn and keeps
+    the epoch. A truncate names an item the session made."""
+    gw = gateway()
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-controls")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a1", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "response_create": True})
+        first = await c.until("input_audio_buffer.committed")
+        delta = await c.until("response.output_text.delta")
+        await c.send({"type": "output_audio_buffer.clear"})
+        cleared = await c.until("output_audio_buffer.cleared")
+        done = await c.recv()
+        while done["type"] != "response.done":
+            done = await c.recv()
+        await c.until("rate_limits.updated")
+        await c.send({"type": "output_audio_buffer.clear"})
+        idle_clear = await c.recv()
+        await c.send({"type": "conversation.item.truncate", "item_id": delta["item_id"], "content_index": 0,
+                      "audio_end_ms": 40})
+        truncated = await c.recv()
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a2", "audio": CHUNK})
+        await c.send({"type": "input.cancel"})
+        input_cleared = await c.until("input_audio_buffer.cleared")
+        await c.send({"type": "input_audio_buffer.commit", "event_id": "nothing-left"})
+        empty = await c.until("error")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a3", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "response_create": False})
+        after = await c.until("input_audio_buffer.committed")
+        return first, delta, cleared, done, idle_clear, truncated, input_cleared, empty, after
+
+    first, delta, cleared, done, idle_clear, truncated, input_cleared, empty, after = run(talk())
+    assert cleared["response_id"] == delta["response_id"], (cleared, delta)
+    assert done["response"]["status"] == "cancelled", done
+    assert done["response"]["status_details"]["reason"] == "output_audio_buffer_clear", done
+    assert idle_clear["type"] == "output_audio_buffer.cleared", idle_clear
+    assert idle_clear["response_id"] == delta["response_id"], idle_clear
+    assert truncated["type"] == "conversation.item.truncated" and truncated["item_id"] == delta["item_id"], truncated
+    assert input_cleared["type"] == "input_audio_buffer.cleared"
+    assert empty["error"]["code"] == "input_audio_buffer_empty", empty
+    # The clear mid-response moved the epoch; the cancel of idle input did not.
+    assert after["event"]["epoch"] == first["event"]["epoch"] + 1, (first, after)
 
 
 def test_a_chunk_sent_again_after_a_barge_in_is_not_applied_again(gateway):

@@ -24,8 +24,8 @@ use serde_json::{json, Map, Value};
 pub use audio::audio_delta;
 pub use contract::{contract_code, contract_codes};
 pub use server::{
-    capabilities, committed, heartbeat_ack, response_ended, response_opened, session_object,
-    text_delta, ResponseIds,
+    capabilities, heartbeat_ack, response_ended, response_opened, session_object, speech_started,
+    text_delta, Commit, ResponseIds,
 };
 pub(crate) use server::{numberable, numberable_copy};
 
@@ -45,7 +45,7 @@ pub const MAX_EVENT_ID: usize = 256;
 /// use duplex_gateway::protocol::realtime::{decode, RealtimeEvent};
 ///
 /// let e = decode(r#"{"type":"input_audio_buffer.append","event_id":"e1","audio":"AAA="}"#)?;
-/// assert_eq!(e, RealtimeEvent::Append { event_id: Some("e1".into()), audio: "AAA=".into() });
+/// assert_eq!(e, RealtimeEvent::Append { event_id: Some("e1".into()), audio: "AAA=".into(), transcript: None });
 /// # Ok::<(), duplex_gateway::protocol::realtime::RealtimeError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +81,9 @@ pub enum RealtimeEvent {
         event_id: Option<String>,
         /// The audio, base64.
         audio: String,
+        /// What the chunk says, if the client knows (the contract's
+        /// `transcript` hint): the commit's item carries the turn's.
+        transcript: Option<String>,
     },
     /// `input_audio_buffer.commit` (or `input.commit`): the turn ends.
     Commit {
@@ -301,6 +304,8 @@ struct Hot<'a> {
     audio: Option<Text<'a>>,
     #[serde(default)]
     server_event_seq: Option<u64>,
+    #[serde(default, borrow)]
+    transcript: Option<Text<'a>>,
 }
 
 /// A string field that borrows from the message unless it has escapes.
@@ -320,6 +325,7 @@ pub(crate) enum HotEvent<'a> {
     Append {
         event_id: Option<Cow<'a, str>>,
         audio: Cow<'a, str>,
+        transcript: Option<Cow<'a, str>>,
     },
     /// `session.heartbeat`.
     Heartbeat,
@@ -331,9 +337,14 @@ impl HotEvent<'_> {
     /// The event as the full decoder gives it.
     pub(crate) fn into_owned(self) -> RealtimeEvent {
         match self {
-            HotEvent::Append { event_id, audio } => RealtimeEvent::Append {
+            HotEvent::Append {
+                event_id,
+                audio,
+                transcript,
+            } => RealtimeEvent::Append {
                 event_id: event_id.map(Cow::into_owned),
                 audio: audio.into_owned(),
+                transcript: transcript.map(Cow::into_owned),
             },
             HotEvent::Heartbeat => RealtimeEvent::Heartbeat,
             HotEvent::EventAck { seq } => RealtimeEvent::EventAck { seq },
@@ -359,6 +370,7 @@ pub(crate) fn decode_hot(text: &str) -> Option<HotEvent<'_>> {
             Some(HotEvent::Append {
                 event_id,
                 audio: hot.audio?.0,
+                transcript: hot.transcript.map(|Text(t)| t),
             })
         }
         "session.heartbeat" => Some(HotEvent::Heartbeat),
@@ -508,7 +520,15 @@ pub(crate) fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
         },
         "input_audio_buffer.append" | "input.audio.append" | "push_chunk" => {
             let audio = required_string(&body, "audio", event_id.as_ref())?;
-            RealtimeEvent::Append { event_id, audio }
+            // A hint of another type is ignored, as the contract does.
+            let transcript = field(&body, "transcript")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            RealtimeEvent::Append {
+                event_id,
+                audio,
+                transcript,
+            }
         }
         "input_audio_buffer.commit" | "input.commit" => {
             let response_create = match field(&body, "response_create") {

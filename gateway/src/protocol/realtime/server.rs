@@ -275,6 +275,19 @@ enum Event<'a> {
         item_id: &'a str,
         event: InputCommitted,
     },
+    #[serde(rename = "input_audio_buffer.speech_started")]
+    SpeechStarted {
+        audio_start_ms: u64,
+        item_id: &'a str,
+    },
+    #[serde(rename = "input_audio_buffer.speech_stopped")]
+    SpeechStopped { audio_end_ms: u64, item_id: &'a str },
+    #[serde(rename = "conversation.item.input_audio_transcription.completed")]
+    Transcribed {
+        item_id: &'a str,
+        content_index: u32,
+        transcript: &'a str,
+    },
 }
 
 impl Event<'_> {
@@ -497,52 +510,147 @@ pub fn response_ended(
     out
 }
 
-/// The events of a commit: the user item, `input_audio_buffer.committed`
-/// and `conversation.item.done`; each the text of one JSON object.
+/// `input_audio_buffer.speech_started` for the user item `item`: the
+/// contract sends it at a turn's first chunk (its serving layer does,
+/// with no voice activity detection, at 0 ms).
 ///
 /// ```
-/// let events = duplex_gateway::protocol::realtime::committed("item_1", None, 0, 0);
-/// let answer: serde_json::Value = serde_json::from_str(&events[2])?;
-/// assert_eq!(answer["type"], "input_audio_buffer.committed");
-/// assert_eq!(answer["item_id"], "item_1");
+/// let event: serde_json::Value =
+///     serde_json::from_str(&duplex_gateway::protocol::realtime::speech_started("item_user_0_0"))?;
+/// assert_eq!(event["type"], "input_audio_buffer.speech_started");
+/// assert_eq!((event["audio_start_ms"].as_u64(), event["item_id"].as_str()), (Some(0), Some("item_user_0_0")));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-pub fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<String> {
-    let content = [Part::InputAudio { transcript: None }];
-    let user = &Item {
-        id: item,
-        object: "realtime.item",
-        kind: "message",
-        role: "user",
-        status: "completed",
-        content: &content,
-    };
-    [
-        Event::ItemAdded {
-            previous_item_id: previous,
+pub fn speech_started(item: &str) -> String {
+    Event::SpeechStarted {
+        audio_start_ms: 0,
+        item_id: item,
+    }
+    .render()
+}
+
+/// A committed user turn: its item, the item before it, where the
+/// session stood, and the transcript its chunks' hints gave.
+///
+/// ```
+/// use duplex_gateway::protocol::realtime::Commit;
+///
+/// let commit = Commit { item: "item_1", previous: None, turn: 0, epoch: 0, transcript: Some("hello") };
+/// let kinds = |events: Vec<String>| -> Vec<String> {
+///     events.iter()
+///         .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["type"].as_str().unwrap().to_owned())
+///         .collect()
+/// };
+/// assert_eq!(kinds(commit.events()), [
+///     "conversation.item.added", "conversation.item.created",
+///     "input_audio_buffer.committed", "conversation.item.done",
+/// ]);
+/// assert_eq!(kinds(commit.contract_events()), [
+///     "input_audio_buffer.speech_stopped", "conversation.item.added", "conversation.item.created",
+///     "input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed",
+///     "conversation.item.done",
+/// ]);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Commit<'a> {
+    /// The user item the turn becomes.
+    pub item: &'a str,
+    /// The item before it, if any.
+    pub previous: Option<&'a str>,
+    /// The turn committed.
+    pub turn: u64,
+    /// The session's epoch.
+    pub epoch: u64,
+    /// What the turn's chunks said they say, if they did.
+    pub transcript: Option<&'a str>,
+}
+
+impl Commit<'_> {
+    /// The events of the commit: the user item (its audio carrying the
+    /// transcript, if any), `input_audio_buffer.committed` and
+    /// `conversation.item.done`; each the text of one JSON object.
+    ///
+    /// ```
+    /// let commit = duplex_gateway::protocol::realtime::Commit {
+    ///     item: "item_1", previous: None, turn: 0, epoch: 0, transcript: None,
+    /// };
+    /// let answer: serde_json::Value = serde_json::from_str(&commit.events()[2])?;
+    /// assert_eq!(answer["type"], "input_audio_buffer.committed");
+    /// assert_eq!(answer["item_id"], "item_1");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn events(&self) -> Vec<String> {
+        self.rendered(self.transcript, false)
+    }
+
+    /// The events of the commit on a socket of the contract, in the order
+    /// its serving layer sends them: speech stops, then [`events`]', with
+    /// `conversation.item.input_audio_transcription.completed` after
+    /// `input_audio_buffer.committed` when the turn has a transcript (the
+    /// item names none as an empty one).
+    ///
+    /// [`events`]: Commit::events
+    ///
+    /// ```
+    /// let commit = duplex_gateway::protocol::realtime::Commit {
+    ///     item: "item_1", previous: None, turn: 0, epoch: 0, transcript: None,
+    /// };
+    /// let first: serde_json::Value = serde_json::from_str(&commit.contract_events()[0])?;
+    /// assert_eq!(first["type"], "input_audio_buffer.speech_stopped");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn contract_events(&self) -> Vec<String> {
+        self.rendered(Some(self.transcript.unwrap_or("")), true)
+    }
+
+    fn rendered(&self, said: Option<&str>, contract: bool) -> Vec<String> {
+        let content = [Part::InputAudio { transcript: said }];
+        let user = &Item {
+            id: self.item,
+            object: "realtime.item",
+            kind: "message",
+            role: "user",
+            status: "completed",
+            content: &content,
+        };
+        let previous_item_id = self.previous;
+        let mut events = Vec::with_capacity(6);
+        if contract {
+            events.push(Event::SpeechStopped {
+                audio_end_ms: 0,
+                item_id: self.item,
+            });
+        }
+        events.push(Event::ItemAdded {
+            previous_item_id,
             item: user,
-        },
-        Event::ItemCreated {
-            previous_item_id: previous,
+        });
+        events.push(Event::ItemCreated {
+            previous_item_id,
             item: user,
-        },
-        Event::Committed {
-            previous_item_id: previous,
-            item_id: item,
+        });
+        events.push(Event::Committed {
+            previous_item_id,
+            item_id: self.item,
             event: InputCommitted {
                 kind: "input.committed",
-                turn_id: turn,
-                epoch,
+                turn_id: self.turn,
+                epoch: self.epoch,
             },
-        },
-        Event::ItemDone {
-            previous_item_id: previous,
+        });
+        if let Some(transcript) = said.filter(|t| contract && !t.is_empty()) {
+            events.push(Event::Transcribed {
+                item_id: self.item,
+                content_index: 0,
+                transcript,
+            });
+        }
+        events.push(Event::ItemDone {
+            previous_item_id,
             item: user,
-        },
-    ]
-    .iter()
-    .map(Event::render)
-    .collect()
+        });
+        events.iter().map(Event::render).collect()
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ fn message() -> impl Strategy<Value = String> {
         Just("event_id"),
         Just("audio"),
         Just("server_event_seq"),
+        Just("transcript"),
         Just("type"),
         Just("other"),
     ];
@@ -75,6 +76,7 @@ proptest! {
 fn frequent_events_take_the_fast_path() {
     for text in [
         r#"{"type":"input_audio_buffer.append","event_id":"c1","audio":"AAEC"}"#,
+        r#"{"type":"input_audio_buffer.append","audio":"AAEC","transcript":"hello"}"#,
         r#"{"type":"session.heartbeat"}"#,
         r#"{"type":"session.event_ack","server_event_seq":64}"#,
     ] {
@@ -91,7 +93,10 @@ fn a_chunk_is_decoded_without_copying_its_strings() {
     use std::borrow::Cow;
 
     let text = r#"{"type":"input_audio_buffer.append","event_id":"chunk-7","audio":"AAECAw=="}"#;
-    let Some(super::HotEvent::Append { event_id, audio }) = super::decode_hot(text) else {
+    let Some(super::HotEvent::Append {
+        event_id, audio, ..
+    }) = super::decode_hot(text)
+    else {
         panic!("not decoded as an append: {text}");
     };
     assert!(
@@ -102,7 +107,10 @@ fn a_chunk_is_decoded_without_copying_its_strings() {
 
     let escaped =
         r#"{"type":"input_audio_buffer.append","event_id":"a\"b","audio":"AA\u003d\u003d"}"#;
-    let Some(super::HotEvent::Append { event_id, audio }) = super::decode_hot(escaped) else {
+    let Some(super::HotEvent::Append {
+        event_id, audio, ..
+    }) = super::decode_hot(escaped)
+    else {
         panic!("not decoded as an append: {escaped}");
     };
     assert_eq!(

@@ -91,10 +91,15 @@ impl Connection {
         // decoded from where it lies, never copied out first.
         // The message is parsed once: the fast path, or else the tree.
         let decoded = match realtime::decode_hot(text) {
-            Some(HotEvent::Append { event_id, audio }) => {
+            Some(HotEvent::Append {
+                event_id,
+                audio,
+                transcript,
+            }) => {
                 events_in.bump("input_audio_buffer.append");
                 if !self.told_moved().await {
-                    self.rt_append(event_id.as_deref(), &audio).await;
+                    self.rt_append(event_id.as_deref(), &audio, transcript.as_deref())
+                        .await;
                 }
                 return;
             }
@@ -259,51 +264,28 @@ impl Connection {
                 resume_token,
                 last_seq,
             } => self.rt_resume(session_id, resume_token, last_seq).await,
-            RealtimeEvent::Append { event_id, audio } => {
-                self.rt_append(event_id.as_deref(), &audio).await;
+            RealtimeEvent::Append {
+                event_id,
+                audio,
+                transcript,
+            } => {
+                self.rt_append(event_id.as_deref(), &audio, transcript.as_deref())
+                    .await;
             }
             RealtimeEvent::Commit {
                 event_id,
                 response_create,
             } => self.rt_commit(event_id, response_create).await,
-            RealtimeEvent::Clear { event_id } => {
-                if let Some(rt) = self.rt.as_mut() {
-                    rt.conv.pending = false;
-                    rt.keep();
-                    self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
-                        .await;
-                } else {
-                    self.rt_send(vec![Self::no_session(event_id)]).await;
-                }
-            }
+            RealtimeEvent::Clear { event_id } => self.rt_clear_input(event_id).await,
             RealtimeEvent::ResponseCreate { event_id } => self.rt_respond(event_id).await,
             RealtimeEvent::ResponseCancel { event_id, kind } => {
-                self.rt_cancel(event_id, kind).await
+                self.rt_cancel(event_id, kind).await;
             }
             RealtimeEvent::Acknowledge {
                 event_id,
                 kind,
                 body,
-            } => {
-                if self.rt.is_none() {
-                    self.rt_send(vec![Self::no_session(event_id)]).await;
-                    return;
-                }
-                let answer = if kind == "playback.ack" {
-                    json!({"type": "playback.acknowledged", "event": {
-                        "type": "playback.acknowledged",
-                        "played_ms": body.get("played_ms").cloned().unwrap_or(Value::Null),
-                        "committed_ms": body.get("committed_ms").cloned().unwrap_or(Value::Null),
-                        "history_committed": false,
-                    }})
-                } else {
-                    json!({"type": "conversation.item.truncated",
-                        "item_id": body.get("item_id").cloned().unwrap_or(Value::Null),
-                        "content_index": body.get("content_index").cloned().unwrap_or(Value::from(0)),
-                        "audio_end_ms": body.get("audio_end_ms").cloned().unwrap_or(Value::Null)})
-                };
-                self.rt_send(vec![answer]).await;
-            }
+            } => self.rt_acknowledge(event_id, kind, &body).await,
             RealtimeEvent::Unsupported {
                 event_id,
                 code,
@@ -440,7 +422,7 @@ impl Connection {
         self.rt_send(vec![answer]).await;
     }
 
-    async fn rt_append(&mut self, event_id: Option<&str>, audio: &str) {
+    async fn rt_append(&mut self, event_id: Option<&str>, audio: &str, transcript: Option<&str>) {
         let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_mut()) else {
             self.rt_send(vec![Self::no_session(event_id.map(str::to_owned))])
                 .await;
@@ -486,14 +468,30 @@ impl Connection {
             Ok(Applied { duplicate, .. }) => {
                 // The connection's events run one at a time: the session the
                 // append went to is still the one this socket holds.
+                let contract = self.contract();
                 if let Some(rt) = self.rt.as_mut() {
                     if !duplicate {
                         rt.stream.remember_fence(key, (epoch, turn));
                     }
-                    if !rt.conv.pending || rt.conv.core_turn < turn {
+                    let hint = transcript.filter(|_| !duplicate);
+                    // The turn's first chunk: on the contract's sockets,
+                    // speech starts (its serving layer says so without
+                    // voice activity detection too).
+                    let started = contract && !rt.conv.pending;
+                    if !rt.conv.pending || rt.conv.core_turn < turn || hint.is_some() {
                         rt.conv.pending = true;
                         rt.conv.core_turn = rt.conv.core_turn.max(turn);
+                        if let Some(hint) = hint {
+                            rt.conv.heard(hint);
+                        }
                         rt.keep();
+                    }
+                    if started {
+                        let item = format!("item_user_{}_{}", rt.conv.epoch, rt.conv.turn);
+                        let event = realtime::speech_started(&item);
+                        rt.stream
+                            .answer(rt.attachment, &self.outbox, vec![event])
+                            .await;
                     }
                 }
             }
@@ -506,6 +504,7 @@ impl Connection {
     }
 
     async fn rt_commit(&mut self, event_id: Option<String>, response_create: Option<bool>) {
+        let contract = self.contract();
         let Some(rt) = self.rt.as_mut() else {
             self.rt_send(vec![Self::no_session(event_id)]).await;
             return;
@@ -520,12 +519,20 @@ impl Connection {
             return;
         }
         let item = format!("item_user_{}_{}", rt.conv.epoch, rt.conv.turn);
-        let events = realtime::committed(
-            &item,
-            rt.conv.last_item.as_deref(),
-            rt.conv.turn,
-            rt.conv.epoch,
-        );
+        let transcript = rt.conv.take_transcript();
+        let commit = realtime::Commit {
+            item: &item,
+            previous: rt.conv.last_item.as_deref(),
+            turn: rt.conv.turn,
+            epoch: rt.conv.epoch,
+            transcript: transcript.as_deref(),
+        };
+        let events = if contract {
+            commit.contract_events()
+        } else {
+            commit.events()
+        };
+        rt.stream.made_item(&item).await;
         rt.conv.last_item = Some(item);
         rt.conv.pending = false;
         rt.conv.turn += 1;
@@ -560,55 +567,6 @@ impl Connection {
         }
     }
 
-    /// Barge-in: the epoch moves on, the engine's requests of the old one
-    /// are released once, and each response in progress ends `cancelled`
-    /// (nothing of it is sent afterwards).
-    async fn rt_cancel(&mut self, event_id: Option<String>, kind: &'static str) {
-        let Some(rt) = self.rt.as_ref() else {
-            self.rt_send(vec![Self::no_session(event_id)]).await;
-            return;
-        };
-        if kind == "response.cancel" && !rt.stream.responding().await {
-            let e = RealtimeError::invalid(
-                "response_cancel_not_active",
-                "there is no response in progress to cancel",
-                event_id,
-            );
-            self.rt_send(vec![e.to_value()]).await;
-            return;
-        }
-        let (epoch, turn) = (rt.conv.epoch, rt.conv.core_turn);
-        let answer = self.cancel(epoch, turn).await;
-        let ServerEvent::Cancelled { epoch, turn, .. } = answer else {
-            if let Some(e) = Self::rt_error(&answer, event_id.as_deref()) {
-                self.rt_send(vec![e]).await;
-            }
-            return;
-        };
-        let Some(rt) = self.rt.as_mut() else { return };
-        rt.conv.epoch = epoch;
-        rt.conv.turn = rt.conv.turn.max(turn);
-        rt.conv.core_turn = turn;
-        rt.conv.pending = false;
-        rt.keep();
-        let reason = match kind {
-            "response.cancel" => "client_cancelled",
-            _ => "barge_in",
-        };
-        rt.stream.cancel_all(reason).await;
-        match kind {
-            "output_audio_buffer.clear" => {
-                self.rt_send(vec![json!({"type": "output_audio_buffer.cleared"})])
-                    .await;
-            }
-            "input.cancel" => {
-                self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
-                    .await;
-            }
-            _ => {}
-        }
-    }
-
     async fn rt_close(&mut self) {
         let Some(rt) = self.rt.as_ref() else {
             self.rt_send(vec![Self::no_session(None)]).await;
@@ -636,3 +594,5 @@ impl Connection {
         }
     }
 }
+
+mod control;

@@ -26,7 +26,17 @@ pub(crate) struct Conversation {
     /// The effective `session` object, echoed by `session.updated`
     /// (shared: a reference voice in it can be hundreds of kilobytes).
     pub(crate) config: Arc<SessionConfig>,
+    /// What the turn's chunks said they say (their `transcript` hints,
+    /// joined; at most [`MAX_TRANSCRIPT`] bytes).
+    pub(crate) transcript: String,
+    /// Where the last hint starts in `transcript` (a hint sent again
+    /// right after itself, as a retransmitted chunk's, counts once).
+    last_hint: usize,
 }
+
+/// The most bytes of a turn's transcript: a hint that would take it past
+/// this is dropped (a client cannot grow a session without bound).
+pub(crate) const MAX_TRANSCRIPT: usize = 16 * 1024;
 
 impl Conversation {
     /// A conversation starting at the core's `(epoch, turn)`.
@@ -63,6 +73,36 @@ impl Conversation {
 
     fn with_config(self, config: Arc<SessionConfig>) -> Self {
         Conversation { config, ..self }
+    }
+
+    /// The pending turn is dropped (cleared, or its input cancelled): its
+    /// chunks stay the engine's old turn, and what comes next is a turn
+    /// (and an item) of its own.
+    pub(crate) fn drop_pending(&mut self) {
+        if self.pending {
+            self.turn += 1;
+        }
+        self.pending = false;
+        self.take_transcript();
+    }
+
+    /// A chunk of the turn said it says `hint`.
+    pub(crate) fn heard(&mut self, hint: &str) {
+        let repeated = self.transcript.get(self.last_hint..) == Some(hint);
+        if hint.is_empty() || repeated || self.transcript.len() + hint.len() > MAX_TRANSCRIPT {
+            return;
+        }
+        self.last_hint = self.transcript.len();
+        self.transcript.push_str(hint);
+    }
+
+    /// The turn's transcript (trimmed; `None` if it has none), taken at
+    /// its commit or dropped with its input.
+    pub(crate) fn take_transcript(&mut self) -> Option<String> {
+        self.last_hint = 0;
+        let taken = std::mem::take(&mut self.transcript);
+        let trimmed = taken.trim();
+        (!trimmed.is_empty()).then(|| trimmed.to_owned())
     }
 }
 
@@ -110,6 +150,25 @@ mod tests {
         // The core saw a later turn (a chunk applied after the last keep).
         let later = configured().resumed((0, 3));
         assert_eq!((later.turn, later.core_turn), (3, 3));
+    }
+
+    #[test]
+    fn hints_join_once_each_and_stop_at_the_bound() {
+        let mut c = Conversation::default();
+        for hint in ["hello", "hello", " wor", "ld ", ""] {
+            c.heard(hint);
+        }
+        assert_eq!(c.take_transcript().as_deref(), Some("hello world"));
+        assert_eq!(c.take_transcript(), None);
+        c.heard(&"x".repeat(MAX_TRANSCRIPT - 1));
+        c.heard("yz");
+        assert_eq!(
+            c.transcript.len(),
+            MAX_TRANSCRIPT - 1,
+            "a hint past the bound is dropped"
+        );
+        c.heard("y");
+        assert_eq!(c.transcript.len(), MAX_TRANSCRIPT);
     }
 
     #[test]

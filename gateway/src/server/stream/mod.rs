@@ -77,6 +77,8 @@ struct State {
     attachments: u64,
     /// Responses in progress, by engine request id.
     live: HashMap<String, Live>,
+    /// The session's recent items and last response (`items.rs`).
+    items: items::Items,
     /// On a node of a cluster: where the journal is stored too.
     store: Option<Store>,
     /// The first event of a batch that was numbered but whose emit was
@@ -157,6 +159,7 @@ impl Journals {
                 let request = response.and_then(|r| r.strip_prefix("resp_"));
                 match (event.get("type").and_then(Value::as_str), request) {
                     (Some("response.created"), Some(request)) => {
+                        state.items.responded(&ResponseIds::of(request));
                         state.live.insert(
                             request.to_owned(),
                             Live {
@@ -175,6 +178,11 @@ impl Journals {
                     }
                     (Some("response.done"), Some(request)) => {
                         state.live.remove(request);
+                    }
+                    (Some("input_audio_buffer.committed"), _) => {
+                        if let Some(item) = event.get("item_id").and_then(Value::as_str) {
+                            state.items.made(item);
+                        }
                     }
                     _ => {}
                 }
@@ -535,6 +543,7 @@ impl Stream {
         let mut state = self.state.lock().await;
         let ids = ResponseIds::of(request);
         let events = realtime::response_opened(&ids, epoch, turn);
+        state.items.responded(&ids);
         state.live.insert(
             request.to_owned(),
             Live {
@@ -632,9 +641,11 @@ impl Stream {
 pub(crate) type SessionConfig = Map<String, Value>;
 
 pub(crate) use conversation::Conversation;
+pub(crate) use items::KEPT as KEPT_ITEMS;
 
 mod conversation;
 mod fences;
+mod items;
 mod journal;
 #[cfg(test)]
 mod tests;

@@ -98,6 +98,21 @@ fn committed(item: &str, previous: Option<&str>, turn: u64, epoch: u64) -> Vec<V
     ]
 }
 
+fn commit<'a>(
+    item: &'a str,
+    previous: Option<&'a str>,
+    turn: u64,
+    epoch: u64,
+) -> super::Commit<'a> {
+    super::Commit {
+        item,
+        previous,
+        turn,
+        epoch,
+        transcript: None,
+    }
+}
+
 fn parsed(events: &[String]) -> Vec<Value> {
     events
         .iter()
@@ -127,11 +142,11 @@ fn typed_events_are_the_trees() {
         );
     }
     assert_eq!(
-        parsed(&super::committed("item_1", None, 0, 0)),
+        parsed(&commit("item_1", None, 0, 0).events()),
         committed("item_1", None, 0, 0)
     );
     assert_eq!(
-        parsed(&super::committed("item_2", Some("item_1"), 4, 1)),
+        parsed(&commit("item_2", Some("item_1"), 4, 1).events()),
         committed("item_2", Some("item_1"), 4, 1)
     );
 }
