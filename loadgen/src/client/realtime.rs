@@ -40,12 +40,14 @@ struct Peek<'a> {
 impl Peek<'_> {
     /// A streaming event the client only lets pass (numbered, counted by
     /// its number): a response's own events but its `response.done`, a
-    /// commit's, `session.updated`.
+    /// commit's (speech starting and stopping around it, in the
+    /// contract), `session.updated`.
     fn passing(&self) -> bool {
         let k = self.kind.as_ref();
         k != "response.done"
             && (k.starts_with("response.")
                 || k.starts_with("conversation.item.")
+                || k.starts_with("input_audio_buffer.speech_")
                 || k == "rate_limits.updated"
                 || k == "input_audio_buffer.committed"
                 || k == "session.updated")
