@@ -326,14 +326,26 @@ impl Connection {
         };
         let stream = self.shared.journals.stream(&held.session);
         self.store_journal(&stream, &held).await;
+        let session = realtime::session_object(&session_id, epoch, turn, &config);
+        // `session.created` is the socket's, not the journal's, as in the
+        // contract: unnumbered, never replayed, and its resume token never
+        // stored with the journal.
+        let created = |attachment: u64| {
+            json!({
+                "type": "session.created",
+                "incarnation": incarnation,
+                "attachment_generation": attachment,
+                "resume_token": resume_token,
+                "session": session.clone(),
+            })
+        };
         let Ok((attachment, _)) = stream
-            .attach(self.outbox.clone(), None, None::<fn(u64) -> Value>)
+            .attach(self.outbox.clone(), None, Some(created))
             .await
         else {
             return;
         };
         let auto = auto_response(&config).unwrap_or(false);
-        let session = realtime::session_object(&session_id, epoch, turn, &config);
         if !config.is_empty() {
             self.shared
                 .config
@@ -342,17 +354,8 @@ impl Connection {
         }
         let conv = Conversation::at((epoch, turn), auto, config);
         self.rt = Some(Rt::new(stream, &held.client_id, attachment, conv));
-        self.rt_send(vec![
-            json!({
-                "type": "session.created",
-                "incarnation": incarnation,
-                "attachment_generation": attachment,
-                "resume_token": resume_token,
-                "session": session,
-            }),
-            json!({"type": "session.updated", "session": session}),
-        ])
-        .await;
+        self.rt_send(vec![json!({"type": "session.updated", "session": session})])
+            .await;
     }
 
     /// On a node of a cluster: the stream stores its journal in the
