@@ -148,6 +148,25 @@ pub trait Engine: Send + Sync + 'static {
         let _ = turn;
     }
 
+    /// The model's unit of input, in milliseconds, if it has one: the
+    /// realtime dialect's capabilities tell clients `chunk_period_ms`, and
+    /// vllm-omni's clients pad a turn's audio to a whole number of units.
+    /// `None` (the default) tells them `null`: the engine takes audio of
+    /// any length.
+    ///
+    /// ```
+    /// # use duplex_gateway::engine::{Engine, Reply, Sink, Turn};
+    /// struct Native;
+    /// impl Engine for Native {
+    ///     fn respond(&self, _: Turn, _: Sink) -> Reply { Box::pin(async {}) }
+    ///     fn chunk_period_ms(&self) -> Option<u32> { Some(80) }
+    /// }
+    /// assert_eq!(Native.chunk_period_ms(), Some(80));
+    /// ```
+    fn chunk_period_ms(&self) -> Option<u32> {
+        None
+    }
+
     /// The session's configuration changed: the realtime dialect's merged
     /// `session` object, from `session.update`, as the client sent it
     /// (its `extra_body`, its instructions, its reference audio).

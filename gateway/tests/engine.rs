@@ -179,9 +179,14 @@ impl duplex_gateway::engine::Engine for Recorder {
     fn ended(&self, session: &str) {
         self.ended.lock().unwrap().push(session.to_owned());
     }
+
+    fn chunk_period_ms(&self) -> Option<u32> {
+        Some(80)
+    }
 }
 
-/// A client's `session.update` reaches the engine as the client sent it,
+/// A client's `session.update` reaches the engine as the client sent it
+/// (and the capabilities it is answered with name the engine's unit),
 /// reference voice included (a 300 KB message, over the 64 KiB of every
 /// other event), and the engine hears of the session's end. The session is
 /// named as vllm-omni's scenario runners name theirs (54 bytes).
@@ -204,13 +209,19 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
         json!({"type": "session.update", "session": session}),
     )
     .await;
+    let mut capabilities = Value::Null;
     loop {
         let event = realtime_next(&mut ws).await;
         assert_ne!(event["type"], "error", "{event}");
+        if event["type"] == "session.created" {
+            capabilities = event["session"]["capabilities"].clone();
+        }
         if event["type"] == "session.updated" {
             break;
         }
     }
+    // The engine's unit of input, as vllm-omni's clients read it.
+    assert_eq!(capabilities["chunk_period_ms"], 80, "{capabilities}");
     send(&mut ws, json!({"type": "session.close"})).await;
     while realtime_next(&mut ws).await["type"] != "session.closed" {}
     let configs = recorder.configs.lock().unwrap().clone();

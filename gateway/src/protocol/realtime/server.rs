@@ -13,15 +13,18 @@ pub(crate) const SEQ_ROOM: usize = 40;
 /// is about 250 bytes), and a bigger one grows once or twice.
 const RENDERED: usize = 320;
 
-/// The session's capabilities, as `session.created` reports them.
+/// The session's capabilities, as `session.created` reports them, with
+/// the engine's unit of input (`chunk_period_ms`; `null` if it has none).
 ///
 /// ```
-/// let c = duplex_gateway::protocol::realtime::capabilities();
+/// let c = duplex_gateway::protocol::realtime::capabilities(Some(80));
 /// assert_eq!(c["supports_session_resume"], true);
 /// assert_eq!(c["supports_barge_in"], false);
 /// assert_eq!(c["session_admission_mode"], "serving_managed");
+/// assert_eq!(c["chunk_period_ms"], 80);
+/// assert!(duplex_gateway::protocol::realtime::capabilities(None)["chunk_period_ms"].is_null());
 /// ```
-pub fn capabilities() -> Value {
+pub fn capabilities(chunk_period_ms: Option<u32>) -> Value {
     json!({
         "implementation_level": "serving_session_adapter",
         "supports_input_append": true,
@@ -33,7 +36,7 @@ pub fn capabilities() -> Value {
         // release's serving layer does.
         "session_admission_mode": "serving_managed",
         "supports_audio_truncate": false,
-        "chunk_period_ms": 20,
+        "chunk_period_ms": chunk_period_ms,
         "input_modes": ["append_audio_chunk"],
     })
 }
@@ -43,11 +46,17 @@ pub fn capabilities() -> Value {
 /// ```
 /// use duplex_gateway::protocol::realtime::session_object;
 ///
-/// let s = session_object("call-1", 2, 5, &serde_json::Map::new());
+/// let s = session_object("call-1", 2, 5, &serde_json::Map::new(), None);
 /// assert_eq!((s["id"].as_str(), s["epoch"].as_u64(), s["turn_id"].as_u64()), (Some("call-1"), Some(2), Some(5)));
 /// assert!(s["turn_detection"].is_null());
 /// ```
-pub fn session_object(id: &str, epoch: u64, turn: u64, config: &Map<String, Value>) -> Value {
+pub fn session_object(
+    id: &str,
+    epoch: u64,
+    turn: u64,
+    config: &Map<String, Value>,
+    chunk_period_ms: Option<u32>,
+) -> Value {
     let pick = |name: &str, default: Value| config.get(name).cloned().unwrap_or(default);
     json!({
         "object": "realtime.session",
@@ -66,7 +75,7 @@ pub fn session_object(id: &str, epoch: u64, turn: u64, config: &Map<String, Valu
         "turn_detection": null,
         "tools": [],
         "extra_body": pick("extra_body", json!({})),
-        "capabilities": capabilities(),
+        "capabilities": capabilities(chunk_period_ms),
     })
 }
 

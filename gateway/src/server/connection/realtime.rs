@@ -326,7 +326,13 @@ impl Connection {
         };
         let stream = self.shared.journals.stream(&held.session);
         self.store_journal(&stream, &held).await;
-        let session = realtime::session_object(&session_id, epoch, turn, &config);
+        let session = realtime::session_object(
+            &session_id,
+            epoch,
+            turn,
+            &config,
+            self.shared.config.engine.chunk_period_ms(),
+        );
         // `session.created` is the socket's, not the journal's, as in the
         // contract: unnumbered, never replayed, and its resume token never
         // stored with the journal.
@@ -392,7 +398,13 @@ impl Connection {
             let engine = &self.shared.config.engine;
             engine.configured(session.as_str(), &rt.conv.config);
         }
-        let session = realtime::session_object(&id, rt.conv.epoch, rt.conv.turn, &rt.conv.config);
+        let session = realtime::session_object(
+            &id,
+            rt.conv.epoch,
+            rt.conv.turn,
+            &rt.conv.config,
+            self.shared.config.engine.chunk_period_ms(),
+        );
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;
     }

@@ -94,7 +94,13 @@ impl Connection {
             Some(kept) => kept.resumed((epoch, turn)),
             None => Conversation::at((epoch, turn), false, Map::new()),
         };
-        let session = session_object(&session_id, conv.epoch, conv.turn, &conv.config);
+        let session = session_object(
+            &session_id,
+            conv.epoch,
+            conv.turn,
+            &conv.config,
+            self.shared.config.engine.chunk_period_ms(),
+        );
         let head = |generation: u64| {
             json!({
                 "type": "session.resumed",
