@@ -1,7 +1,10 @@
 //! The gateway's sessions: the core's conformance sizes, with ids of up to
-//! 64 bytes. vllm-omni's own clients name sessions with 40 to 54 bytes (a
+//! 128 bytes. vllm-omni's own clients name sessions with 40 to 54 bytes (a
 //! prefix and a uuid's hex), and the conformance profile's 32-byte ids
-//! refused them; a 64-byte id costs each session about 700 bytes more.
+//! refused them; 128 bytes leave room for the ids an application derives
+//! (a tenant, a user and a call). A session holds about 20 ids, so each
+//! takes 3,664 bytes in the manager, against 2,256 with 64-byte ids and
+//! 1,552 with 32-byte ones (BENCHMARKS.md).
 
 use duplex_core::profile::{conformance, Capacities, Profile};
 
@@ -12,14 +15,14 @@ use crate::server::ownership::Owner;
 /// ```
 /// assert!(duplex_gateway::Id::new(&"x".repeat(duplex_gateway::profile::ID_LEN)).is_ok());
 /// ```
-pub const ID_LEN: usize = 64;
+pub const ID_LEN: usize = 128;
 
 /// A session, request or operation id of the gateway.
 ///
 /// ```
 /// let id = duplex_gateway::Id::new(&format!("session-{}", "0123456789abcdef".repeat(3)))?;
 /// assert_eq!(id.as_str().len(), 56);
-/// assert!(duplex_gateway::Id::new(&"x".repeat(65)).is_err());
+/// assert!(duplex_gateway::Id::new(&"x".repeat(129)).is_err());
 /// # Ok::<(), duplex_core::Error>(())
 /// ```
 pub type Id = duplex_core::Id<ID_LEN>;
@@ -30,7 +33,7 @@ pub type Id = duplex_core::Id<ID_LEN>;
 /// ```
 /// use duplex_core::profile::{Profile, Tables};
 /// use duplex_gateway::GatewayProfile;
-/// assert_eq!(<<GatewayProfile as Profile>::Tables as Tables>::ID_LEN, 64);
+/// assert_eq!(<<GatewayProfile as Profile>::Tables as Tables>::ID_LEN, 128);
 /// assert_eq!(<<GatewayProfile as Profile>::Tables as Tables>::RESOURCES, 8);
 /// ```
 #[derive(Debug)]

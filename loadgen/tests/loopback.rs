@@ -154,7 +154,9 @@ async fn a_conversation_walks_every_event_of_the_protocol() {
             "invalid_audio",
         ),
         (
-            Message::text(chunk(&"x".repeat(65), 1, 2).to_string()),
+            Message::text(
+                chunk(&"x".repeat(duplex_gateway::profile::ID_LEN + 1), 1, 2).to_string(),
+            ),
             "invalid_id",
         ),
         (

@@ -20,7 +20,7 @@ use crate::server::ownership::{Keys, RandomError};
 use crate::server::responses::Active;
 use crate::stats::{Counters, Stats};
 
-/// The manager the gateway runs, over [`GatewayProfile`] (64-byte ids, 8
+/// The manager the gateway runs, over [`GatewayProfile`] (128-byte ids, 8
 /// request resources, 8 completed appends per session); each session's
 /// configuration is its [`Owner`](crate::Owner) (what its resume tokens
 /// are made from).

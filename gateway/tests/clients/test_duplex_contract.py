@@ -96,8 +96,8 @@ def test_a_dropped_socket_resumes_with_a_complete_response(gateway):
         created = await c.open("call-resume-1")
         assert created["resume_token"] and created["session"]["capabilities"]["supports_session_resume"]
         for i in range(6):
-            # Event ids longer than the gateway's 64 bytes are keys too.
-            await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-chunk-{i:04d}-" + "x" * 60, "audio": CHUNK})
+            # Event ids longer than the gateway's 128 bytes are keys too.
+            await c.send({"type": "input_audio_buffer.append", "event_id": f"evt-chunk-{i:04d}-" + "x" * 130, "audio": CHUNK})
         await c.send({"type": "input_audio_buffer.commit", "event_id": "evt-commit", "response_create": True})
         await c.until("response.created")
         await c.until("response.output_text.delta")
@@ -428,3 +428,26 @@ def test_an_ack_past_the_last_event_is_refused_and_drops_nothing(gateway):
     assert refused["error"]["code"] == "invalid_event_ack", refused
     assert resumed["type"] == "session.resumed"
     assert seqs[: head + 1] == list(range(1, head + 2)), seqs
+
+
+def test_session_ids_of_128_bytes_open_and_resume(gateway):
+    """An application's own session ids (a tenant, a user, a call) up to
+    128 bytes open and resume; one byte more is ``invalid_id``."""
+    gw = gateway()
+    longest = "tenant-0f8e7d6c5b4a3928/user-1706f5e4d3c2b1a0/call-" + "9" * 77
+    assert len(longest) == 128
+
+    async def talk():
+        c = Client(gw.url)
+        created = await c.open(longest)
+        c.drop()
+        resumed = await c.resume()
+        async with websockets.connect(gw.url + "/v1/realtime?duplex=1&autostart=0") as ws:
+            await ws.send(json.dumps({"type": "session.update", "session": {"session_id": longest + "9"}}))
+            refused = json.loads(await asyncio.wait_for(ws.recv(), timeout=10))
+        return created, resumed, refused
+
+    created, resumed, refused = run(talk())
+    assert created["session"]["id"] == longest, created
+    assert resumed["type"] == "session.resumed" and resumed["session_id"] == longest, resumed
+    assert refused["type"] == "error" and refused["error"]["code"] == "invalid_id", refused

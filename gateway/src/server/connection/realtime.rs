@@ -60,9 +60,11 @@ impl Rt {
 }
 
 /// The core's id for a client's `event_id`: the id itself when it fits the
-/// gateway's ids (64 bytes), else `h` and 63 hex digits of its SHA-256 (so
-/// ids up to [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
+/// gateway's ids ([`ID_LEN`](crate::profile::ID_LEN) bytes), else `h` and
+/// the 64 hex digits of its SHA-256 (so ids up to
+/// [`realtime::MAX_EVENT_ID`] bytes are idempotency keys).
 fn operation_id(event_id: &str) -> Cow<'_, str> {
+    const _: () = assert!(crate::profile::ID_LEN > 64, "a hashed event id must fit");
     if event_id.len() <= crate::profile::ID_LEN {
         return Cow::Borrowed(event_id);
     }
@@ -72,7 +74,7 @@ fn operation_id(event_id: &str) -> Cow<'_, str> {
         let _ = write!(out, "{b:02x}");
         out
     });
-    Cow::Owned(format!("h{}", &hex[..crate::profile::ID_LEN - 1]))
+    Cow::Owned(format!("h{hex}"))
 }
 
 /// `extra_body.auto_response` of a `session` object.
