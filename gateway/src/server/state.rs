@@ -126,9 +126,10 @@ pub enum StartError {
     /// A lease duration the core refuses (zero grace, zero TTL).
     #[error("invalid lease: {0}")]
     Lease(duplex_core::Error),
-    /// The manager refused the configuration (zero sessions).
+    /// The manager refused the configuration (zero sessions). Boxed: the
+    /// error can name a session id, and a start error stays small.
     #[error("invalid manager configuration: {0}")]
-    Manager(crate::profile::ManagerError),
+    Manager(Box<crate::profile::ManagerError>),
     /// No key for resume tokens could be made.
     #[error("cannot make the resume-token key: {0}")]
     Secret(RandomError),
@@ -265,7 +266,7 @@ impl Shared {
             manager_config,
             duplex_std::default_shards(),
         )
-        .map_err(StartError::Manager)?;
+        .map_err(|e| StartError::Manager(Box::new(e)))?;
         if config.admin_token.as_deref() == Some("") {
             return Err(StartError::EmptyAdminToken);
         }
