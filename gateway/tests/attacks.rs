@@ -430,3 +430,101 @@ mod authenticated {
         server.await.expect("server");
     }
 }
+
+/// The next JSON event on a realtime socket.
+async fn json_next(ws: &mut Ws) -> serde_json::Value {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("an event within 20 s")
+            .expect("open")
+            .expect("a message");
+        if let Message::Text(text) = message {
+            return serde_json::from_str(&text).expect("JSON");
+        }
+    }
+}
+
+/// The gateway's `/metrics` page, read with the admin token.
+async fn metrics(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("ws://");
+    let mut io = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {ADMIN}\r\nConnection: close\r\n\r\n"
+    );
+    io.write_all(request.as_bytes()).await.expect("write");
+    let mut page = String::new();
+    io.read_to_string(&mut page).await.expect("read");
+    page
+}
+
+/// Many clients send large configurations at once, each trying to grow its
+/// session's past the bound: every session keeps at most 1 MiB, a merge
+/// past it is refused `event_too_large` (the contract's code) and changes
+/// nothing, the gateway's configuration bytes stay within what the
+/// sessions may hold, and a streaming client is served throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_large_configurations_at_once_stay_bounded() {
+    const ATTACKERS: usize = 8;
+    const TRIES: usize = 6;
+    let (_gw, url, stop, server) = start(audit_config()).await;
+    let mut victim = connect(&url).await;
+    open(&mut victim).await;
+    let voice = "A".repeat(700_000);
+    let mut attackers = Vec::new();
+    for n in 0..ATTACKERS {
+        let mut ws = connect(&format!("{url}/v1/realtime?duplex=1&autostart=0")).await;
+        let session = json!({"session_id": format!("flood-{n}"), "ref_audio": voice});
+        send(
+            &mut ws,
+            json!({"type": "session.update", "session": session}),
+        )
+        .await;
+        attackers.push(ws);
+    }
+    // Every attacker's tries go out before any answer is read.
+    for ws in &mut attackers {
+        for k in 0..TRIES {
+            let update = json!({"type": "session.update", "event_id": format!("grow-{k}"),
+                "session": {format!("frame_{k}"): voice}});
+            send(ws, update).await;
+        }
+    }
+    for i in 0..20_u64 {
+        assert_eq!(append(&mut victim, &format!("v{i}")).await, i + 1);
+    }
+    for ws in &mut attackers {
+        let (mut updated, mut refused) = (0, 0);
+        while updated + refused < 1 + TRIES {
+            let event = json_next(ws).await;
+            match event["type"].as_str() {
+                Some("session.updated") => updated += 1,
+                Some("error") => {
+                    assert_eq!(event["error"]["code"], "event_too_large", "{event}");
+                    refused += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            (updated, refused),
+            (1, TRIES),
+            "the first fits, no merge past it does"
+        );
+    }
+    let page = metrics(&url).await;
+    let held: usize = page
+        .lines()
+        .find_map(|l| l.strip_prefix("duplex_gateway_config_bytes ")?.parse().ok())
+        .expect("the config_bytes gauge");
+    let voices = ATTACKERS * voice.len();
+    assert!(
+        held >= voices && held < voices + voices / 100,
+        "{held} bytes held for {voices} of voices"
+    );
+    assert_eq!(append(&mut victim, "after").await, 21);
+    drop(attackers);
+    let _ = stop.send(());
+    server.await.expect("server");
+}

@@ -221,6 +221,10 @@ async fn answer(
                         connections_open: shared.slots.open(),
                         sessions: shared.manager.len(),
                         journal_bytes: shared.journals.bytes(),
+                        config_bytes: shared
+                            .journals
+                            .config_bytes
+                            .load(std::sync::atomic::Ordering::Relaxed),
                     },
                 ),
                 "text/plain; version=0.0.4; charset=utf-8",

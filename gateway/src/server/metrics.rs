@@ -6,6 +6,7 @@
 //! | `duplex_gateway_connections_open` | gauge | | connections open now |
 //! | `duplex_gateway_sessions` | gauge | | sessions in the manager now |
 //! | `duplex_gateway_journal_bytes` | gauge | | bytes held by the realtime sessions' journals |
+//! | `duplex_gateway_config_bytes` | gauge | | bytes held by the realtime sessions' configurations (`session.update`), at most 256 MiB together and 1 MiB a session |
 //! | `duplex_gateway_events_in_total` | counter | `dialect`, `type` | client events read, by type (`invalid`: undecodable, or of no known type) |
 //! | `duplex_gateway_events_out_total` | counter | `dialect`, `type` | server events written to sockets, by type |
 //! | `duplex_gateway_refusals_total` | counter | `dialect`, `code` | `error` events written, by code |
@@ -222,6 +223,11 @@ impl Metrics {
                 "Bytes held by the realtime sessions' journals.",
                 gauges.journal_bytes,
             ),
+            (
+                "config_bytes",
+                "Bytes held by the realtime sessions' configurations.",
+                gauges.config_bytes,
+            ),
         ];
         for (name, help, value) in gauges {
             let _ = write!(
@@ -277,6 +283,8 @@ pub(crate) struct Gauges {
     pub(crate) sessions: usize,
     /// Bytes held by the realtime sessions' journals.
     pub(crate) journal_bytes: usize,
+    /// Bytes held by the realtime sessions' configurations.
+    pub(crate) config_bytes: usize,
 }
 
 /// The string value of `"name":"..."` in `text`, if it has no escapes.

@@ -406,7 +406,8 @@ impl Client {
             ),
             2 => (
                 Message::text("x".repeat(duplex_gateway::protocol::MAX_MESSAGE + 1)),
-                "too_large",
+                // The contract's name for it (the client speaks its path).
+                "event_too_large",
             ),
             3 => (
                 Message::binary(vec![0xde, 0xad, 0xbe, 0xef]),

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// OpenAI's code (or the gateway's own) and the contract's for the same
 /// refusal.
-const CODES: [(&str, &str); 4] = [
+const CODES: [(&str, &str); 5] = [
     (
         "input_audio_buffer_commit_empty",
         "input_audio_buffer_empty",
@@ -18,6 +18,7 @@ const CODES: [(&str, &str); 4] = [
         "response_already_active",
     ),
     ("duplex_session_busy", "resource_exhausted"),
+    ("too_large", "event_too_large"),
 ];
 
 /// The contract's code for `event`, an `error` whose code the contract

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::{Applied, Connection};
 use crate::protocol::realtime::{self, error_for, HotEvent, RealtimeError, RealtimeEvent};
 use crate::protocol::ServerEvent;
-use crate::server::stream::{Conversation, SessionConfig, Store, Stream};
+use crate::server::stream::{Config, Conversation, SessionConfig, Store, Stream};
 
 /// The realtime state of the session a connection holds.
 #[derive(Debug)]
@@ -235,7 +235,7 @@ impl Connection {
         match event {
             RealtimeEvent::SessionUpdate { event_id, session } => {
                 if self.rt.is_some() {
-                    self.rt_update(session).await;
+                    self.rt_update(session, event_id).await;
                 } else {
                     let id = session
                         .get("session_id")
@@ -308,6 +308,12 @@ impl Connection {
         config: SessionConfig,
         event_id: Option<String>,
     ) {
+        // The configuration is measured and charged before the session
+        // opens: a refused one opens nothing.
+        let config = match Config::new(config, &self.shared.journals.config_bytes) {
+            Ok(config) => config,
+            Err(e) => return self.config_refused(e, event_id).await,
+        };
         let opened = self.open(session_id, None).await;
         let ServerEvent::Opened {
             session_id,
@@ -381,11 +387,22 @@ impl Connection {
     }
 
     /// A later `session.update`: merged into the session's config, echoed.
-    async fn rt_update(&mut self, update: SessionConfig) {
+    /// A configuration past its bounds (`stream::Config`) is refused.
+    async fn config_refused(&self, e: RealtimeError, event_id: Option<String>) {
+        crate::stats::bump(&self.shared.stats.refused);
+        let e = RealtimeError { event_id, ..e };
+        self.rt_send(vec![e.to_value()]).await;
+    }
+
+    async fn rt_update(&mut self, update: SessionConfig, event_id: Option<String>) {
         let Some(rt) = self.rt.as_mut() else { return };
-        let config = Arc::make_mut(&mut rt.conv.config);
-        for (k, v) in update {
-            config.insert(k, v);
+        match rt
+            .conv
+            .config
+            .merged(update, &self.shared.journals.config_bytes)
+        {
+            Ok(merged) => rt.conv.config = Arc::new(merged),
+            Err(e) => return self.config_refused(e, event_id).await,
         }
         if let Some(auto) = auto_response(&rt.conv.config) {
             rt.conv.auto_response = auto;

@@ -4,13 +4,13 @@
 //! socket it replaced is told, and a cursor the journal cannot serve is
 //! answered `session.resync_required`.
 
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::realtime::Rt;
 use super::Connection;
 use crate::protocol::realtime::{session_object, RealtimeError};
 use crate::protocol::ServerEvent;
-use crate::server::stream::Conversation;
+use crate::server::stream::{Config, Conversation};
 
 impl Connection {
     /// `session.resume`: the native resume, then the stream replays what
@@ -92,7 +92,7 @@ impl Connection {
         // store keeps no conversation).
         let conv = match stream.kept() {
             Some(kept) => kept.resumed((epoch, turn)),
-            None => Conversation::at((epoch, turn), false, Map::new()),
+            None => Conversation::at((epoch, turn), false, Config::default()),
         };
         let session = session_object(
             &session_id,

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, PoisonError};
 
-use super::{SessionConfig, Stream};
+use super::{Config, Stream};
 
 /// Where a realtime session's conversation stands.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -25,7 +25,7 @@ pub(crate) struct Conversation {
     pub(crate) auto_response: bool,
     /// The effective `session` object, echoed by `session.updated`
     /// (shared: a reference voice in it can be hundreds of kilobytes).
-    pub(crate) config: Arc<SessionConfig>,
+    pub(crate) config: Arc<Config>,
     /// What the turn's chunks said they say (their `transcript` hints,
     /// joined; at most [`MAX_TRANSCRIPT`] bytes).
     pub(crate) transcript: String,
@@ -40,11 +40,7 @@ pub(crate) const MAX_TRANSCRIPT: usize = 16 * 1024;
 
 impl Conversation {
     /// A conversation starting at the core's `(epoch, turn)`.
-    pub(crate) fn at(
-        (epoch, turn): (u64, u64),
-        auto_response: bool,
-        config: SessionConfig,
-    ) -> Self {
+    pub(crate) fn at((epoch, turn): (u64, u64), auto_response: bool, config: Config) -> Self {
         Conversation {
             epoch,
             turn,
@@ -67,11 +63,11 @@ impl Conversation {
                 ..self
             };
         }
-        Conversation::at((epoch, turn), self.auto_response, SessionConfig::new())
+        Conversation::at((epoch, turn), self.auto_response, Config::default())
             .with_config(self.config)
     }
 
-    fn with_config(self, config: Arc<SessionConfig>) -> Self {
+    fn with_config(self, config: Arc<Config>) -> Self {
         Conversation { config, ..self }
     }
 
@@ -132,8 +128,9 @@ mod tests {
     use serde_json::json;
 
     fn configured() -> Conversation {
-        let mut config = SessionConfig::new();
-        config.insert("extra_body".into(), json!({"auto_response": true}));
+        let mut map = crate::server::stream::SessionConfig::new();
+        map.insert("extra_body".into(), json!({"auto_response": true}));
+        let config = Config::new(map, &Arc::default()).unwrap();
         Conversation {
             turn: 3,
             core_turn: 2,

@@ -105,6 +105,8 @@ pub(crate) struct Store {
 #[derive(Debug, Default)]
 pub(crate) struct Journals {
     bytes: AtomicUsize,
+    /// Bytes of the sessions' configurations, together (`config.rs`).
+    pub(crate) config_bytes: Arc<AtomicUsize>,
     streams: Mutex<HashMap<Id, Arc<Stream>>>,
 }
 
@@ -640,9 +642,11 @@ impl Stream {
 /// A `session.update`'s `session` object, kept to echo.
 pub(crate) type SessionConfig = Map<String, Value>;
 
+pub(crate) use config::Config;
 pub(crate) use conversation::Conversation;
 pub(crate) use items::KEPT as KEPT_ITEMS;
 
+mod config;
 mod conversation;
 mod fences;
 mod items;
