@@ -14,6 +14,7 @@ import asyncio
 import base64
 import importlib.util
 import io
+import json
 import math
 import os
 import sys
@@ -164,5 +165,57 @@ def test_the_released_client_opens_with_a_reference_voice(parrot_url):
             assert client.session_id
             heard, _ = await asyncio.wait_for(turn(client, speech(0)), 20)
             assert heard == speech(0)
+
+    asyncio.run(run())
+
+
+def test_the_released_client_s_acks_heartbeats_refusals_and_close(parrot_url):
+    """Heartbeats every 50 ms, each answered; a playback ack, answered;
+    each refusal the client can meet with the contract's code, raised by
+    the client as such; a close the server confirms, after which the
+    session's resume token is refused with a code the client treats as
+    the end of the session."""
+    duplex = released_client()
+    import websockets
+
+    async def expect_refused(client, code: str, event: dict) -> None:
+        # The client raises a refusal from its responses' iterator (a
+        # refused request makes no response to wait for).
+        await client.send(event)
+        with pytest.raises(duplex.DuplexProtocolError) as refused:
+            async for _ in client.responses():
+                raise AssertionError("a response instead of the refusal")
+        assert refused.value.code == code, refused.value.raw
+
+    async def run():
+        async with duplex.DuplexClient(parrot_url, model="parrot", heartbeat_interval_s=0.05) as client:
+            session, token = client.session_id, client.resume_token
+            for _ in range(3):
+                await client.wait_for("session.heartbeat_ack", timeout_s=5)
+            await client.ack_playback(200)
+            acked = await client.wait_for("playback.acknowledged", timeout_s=5)
+            assert acked.raw["event"]["played_ms"] == 200, acked.raw
+            await expect_refused(client, "input_audio_buffer_empty", {"type": "input_audio_buffer.commit"})
+            await expect_refused(client, "response_not_active", {"type": "response.cancel"})
+            await expect_refused(client, "item_not_found", {"type": "conversation.item.truncate",
+                                                            "item_id": "item_never", "content_index": 0,
+                                                            "audio_end_ms": 10})
+            await expect_refused(client, "event_too_large", {"type": "input_audio_buffer.append",
+                                                             "audio": "A" * 70_000})
+            # The session still answers a turn after every refusal.
+            heard, _ = await asyncio.wait_for(turn(client, speech(0)), 20)
+            assert heard == speech(0)
+            token = client.resume_token
+            closed = asyncio.create_task(client.wait_for("session.closed", timeout_s=10))
+            await asyncio.sleep(0)
+            await client.close()
+            assert (await closed).raw["reason"] == "client_close"
+        async with websockets.connect(parrot_url + "/v1/realtime?duplex=1&resume=1") as ws:
+            await ws.send(json.dumps({"type": "session.resume", "session_id": session, "resume_token": token,
+                                      "last_received_server_event_seq": 0}))
+            refused = json.loads(await asyncio.wait_for(ws.recv(), timeout=10))
+        assert refused["type"] == "error", refused
+        assert refused["error"]["code"] == "session_resume_expired", refused
+        assert refused["error"]["code"] in duplex._FATAL_RESUME_CODES
 
     asyncio.run(run())
