@@ -35,7 +35,9 @@ pub struct Limits {
     /// Connections open at once from one IP address.
     pub max_connections_per_ip: usize,
     /// Events per second one connection may send, sustained; more are
-    /// refused (`rate_limited`) without being read.
+    /// refused (`rate_limited`) without being read. A message counts one
+    /// event for each 64 KiB it begins (a `session.update` with a 700 KB
+    /// reference voice is eleven).
     pub events_per_second: NonZeroU32,
     /// Events one connection may send at once, above the sustained rate.
     pub events_burst: NonZeroU32,
@@ -147,6 +149,15 @@ impl Drop for Slot {
         }
         self.slots.open.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Bytes a second of messages over 64 KiB the whole gateway reads, in
+/// units of 64 KiB: 16 MiB a second (about 23 `session.update`s with a
+/// 700 KB reference voice), and 4 MiB at once.
+pub(crate) fn large_messages() -> governor::Quota {
+    const UNITS_PER_SECOND: std::num::NonZeroU32 = std::num::NonZeroU32::new(256).unwrap();
+    const BURST: std::num::NonZeroU32 = std::num::NonZeroU32::new(64).unwrap();
+    governor::Quota::per_second(UNITS_PER_SECOND).allow_burst(BURST)
 }
 
 #[cfg(test)]

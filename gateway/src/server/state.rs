@@ -238,6 +238,12 @@ pub(crate) struct Shared {
     pub(crate) draining: std::sync::atomic::AtomicBool,
     /// The realtime sessions' event streams and journals.
     pub(crate) journals: Arc<crate::server::stream::Journals>,
+    /// The read budget of messages over 64 KiB (`session.update`s with
+    /// reference media), all connections together: each is read and
+    /// echoed whole, and a few clients sending them as fast as their own
+    /// budgets allow would take the gateway's CPU from every other
+    /// client. Over it, a connection waits before reading on.
+    pub(crate) large_messages: governor::DefaultDirectRateLimiter,
     /// Set when the gateway starts shutting down: `/readyz` answers 503.
     pub(crate) stopping: std::sync::atomic::AtomicBool,
     /// TLS on the port (`None`: plain TCP).
@@ -312,6 +318,7 @@ impl Shared {
             node: node.map(|(node, _)| node),
             draining: std::sync::atomic::AtomicBool::new(false),
             journals: Arc::default(),
+            large_messages: governor::RateLimiter::direct(crate::server::limits::large_messages()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             tls,
             metrics: crate::server::metrics::Metrics::new(),

@@ -180,7 +180,18 @@ pub(crate) async fn run<S>(
                 while let Some(message) = next.take() {
                     match message {
                         Some(Ok(Message::Text(text))) => {
-                            if rate.check().is_ok() {
+                            // At most the burst: a large message is slow
+                            // to come again, never refused for good.
+                            let n = cost(text.len()).min(limits.events_burst);
+                            if text.len() > crate::protocol::MAX_MESSAGE {
+                                // A large message waits for its budget and
+                                // the gateway's, and nothing more is read
+                                // meanwhile: its sender is held back by TCP
+                                // instead of costing the gateway its bytes.
+                                let _ = rate.until_n_ready(n).await;
+                                let _ = shared.large_messages.until_n_ready(cost(text.len())).await;
+                                conn.on_text(text.as_str()).await;
+                            } else if rate.check_n(n).is_ok_and(|r| r.is_ok()) {
                                 conn.on_text(text.as_str()).await;
                             } else {
                                 conn.rate_limited().await;
@@ -258,4 +269,15 @@ pub(crate) async fn run<S>(
         }
     }
     conn.dropped().await;
+}
+
+/// What a message of `len` bytes costs of its connection's event budget:
+/// one event for each [`MAX_MESSAGE`](crate::protocol::MAX_MESSAGE) begun.
+/// A `session.update` carrying a reference voice is read and echoed whole,
+/// so a client sending them as fast as its budget of small events allows
+/// would take as much of the gateway as many clients do.
+fn cost(len: usize) -> std::num::NonZeroU32 {
+    let events = len.div_ceil(crate::protocol::MAX_MESSAGE).max(1);
+    std::num::NonZeroU32::new(u32::try_from(events).unwrap_or(u32::MAX))
+        .unwrap_or(std::num::NonZeroU32::MIN)
 }
