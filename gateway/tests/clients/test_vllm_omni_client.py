@@ -219,3 +219,33 @@ def test_the_released_client_s_acks_heartbeats_refusals_and_close(parrot_url):
         assert refused["error"]["code"] in duplex._FATAL_RESUME_CODES
 
     asyncio.run(run())
+
+
+def test_the_released_client_resumes_mid_response_with_nothing_missing_or_twice(parrot_url):
+    """The TCP connection is aborted while the parrot is still speaking: the
+    client resumes by itself, the journal replays what the dead socket
+    missed, and the response's audio arrives whole, each byte once; the
+    next turn is answered after it."""
+    duplex = released_client()
+
+    async def run():
+        async with duplex.DuplexClient(parrot_url, model="parrot") as client:
+            said = speech(0, ms=3000)
+            await client.stream_pcm(said)
+            await client.commit()
+            heard = b""
+            async for response in client.responses():
+                dropped = None
+                async for chunk in response.audio():
+                    heard += chunk
+                    if dropped is None and len(heard) >= 16_000:
+                        dropped = client._ws
+                        dropped.transport.abort()
+                assert dropped is not None and client._ws is not dropped, "the client resumed"
+                assert response.done_event.raw["response"]["status"] == "completed"
+                break
+            assert heard == said, f"{len(heard)} bytes heard of {len(said)}"
+            heard, _ = await asyncio.wait_for(turn(client, speech(1)), 20)
+            assert heard == speech(1)
+
+    asyncio.run(asyncio.wait_for(run(), 60))
