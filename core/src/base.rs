@@ -1,5 +1,5 @@
 //! The small types the rest of the crate shares: a fence's [`Stamp`], a
-//! state's [`StateKind`], and the sizes of the three profiles.
+//! state's [`StateKind`], an input [`Budget`], and the sizes of the three profiles.
 //!
 //! This module imports nothing else of the crate, so the errors that name
 //! these types (`error`), the modules that raise those errors and the
@@ -87,6 +87,33 @@ impl StateKind {
 impl fmt::Display for StateKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Which budget refused a reservation.
+///
+/// # Examples
+///
+/// ```
+/// use duplex_core::Budget;
+///
+/// assert_eq!(Budget::Turns.to_string(), "pending turns");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Budget {
+    /// Pending input bytes.
+    Bytes,
+    /// Pending committed turns.
+    Turns,
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Budget::Bytes => "pending input bytes",
+            Budget::Turns => "pending turns",
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::base::{Stamp, StateKind};
+use crate::base::{Budget, Stamp, StateKind};
 use crate::mode::{InputMode, Modes};
 
 /// Why a fence was refused.
@@ -243,6 +243,20 @@ pub enum Error {
         /// What is allowed, in words.
         expected: &'static str,
     },
+    /// A reservation of input would take the session past one of its
+    /// [`InputLimits`](crate::InputLimits): the client must wait until the
+    /// model has consumed some of its input.
+    #[error("input backpressure: {pending} {budget} held, {requested} more asked, limit {limit}")]
+    InputBackpressure {
+        /// The budget that refused.
+        budget: Budget,
+        /// What the session holds of it.
+        pending: u64,
+        /// What was asked for.
+        requested: u64,
+        /// The session's limit.
+        limit: u64,
+    },
 }
 
 impl Error {
@@ -266,6 +280,7 @@ impl Error {
             Error::Full { .. } => ErrorKind::Full,
             Error::InvalidId { .. } => ErrorKind::InvalidId,
             Error::InvalidConfig { .. } => ErrorKind::InvalidConfig,
+            Error::InputBackpressure { .. } => ErrorKind::InputBackpressure,
         }
     }
 }
@@ -309,11 +324,14 @@ pub enum ErrorKind {
     InvalidId,
     /// `invalid_config`
     InvalidConfig,
+    /// `input_backpressure`
+    InputBackpressure,
 }
 
 impl ErrorKind {
-    /// Every kind, in the specification's order.
-    pub const ALL: [ErrorKind; 15] = [
+    /// Every kind, in the specification's order (then the kinds added
+    /// after it).
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::FenceMismatch,
         ErrorKind::UnsupportedMode,
         ErrorKind::CapacityExhausted,
@@ -329,6 +347,7 @@ impl ErrorKind {
         ErrorKind::Full,
         ErrorKind::InvalidId,
         ErrorKind::InvalidConfig,
+        ErrorKind::InputBackpressure,
     ];
 
     /// The stable snake_case name used by traces and logs.
@@ -354,6 +373,7 @@ impl ErrorKind {
             ErrorKind::Full => "full",
             ErrorKind::InvalidId => "invalid_id",
             ErrorKind::InvalidConfig => "invalid_config",
+            ErrorKind::InputBackpressure => "input_backpressure",
         }
     }
 }

@@ -117,6 +117,7 @@ mod completed;
 pub mod error;
 pub mod fence;
 pub mod id;
+pub mod input;
 pub mod lease;
 pub mod mode;
 pub mod profile;
@@ -130,6 +131,7 @@ pub use completed::CompletedAppend;
 pub use error::{ConfigField, Error, ErrorKind, FenceRule, Rejected, Staleness, Table};
 pub use fence::{Fence, Stamp};
 pub use id::Id;
+pub use input::{Budget, InputLimits, PendingInput};
 pub use lease::{Activity, CloseReason, LeaseConfig};
 pub use mode::{InputMode, Modes};
 pub use requests::{RequestIds, RequestState};
@@ -190,12 +192,12 @@ mod guarantees {
     // A default-profile session, packed column by column (on 64-bit
     // targets: resources 8 x 61 bytes and two counts, completed appends
     // 8 x 90 and the ring's counters and settings, fence 64, lease 192
-    // (with the control id of the last resume, 32), cursor 32, config
-    // generation 8: 1,520 with 9 bytes of padding), and
+    // (with the control id of the last resume, 32), cursor 32, input
+    // budget 12, config generation 8: 1,536 with 5 bytes of padding), and
     // the enum that holds any state.
-    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_520);
-    const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_528);
-    const_assert!(core::mem::size_of::<AnySession>() <= 1_536);
+    const_assert!(core::mem::size_of::<Session<Open>>() <= 1_536);
+    const_assert!(core::mem::size_of::<Session<Detached>>() <= 1_544);
+    const_assert!(core::mem::size_of::<AnySession>() <= 1_552);
 }
 
 // The crate's README is what crates.io shows: its examples are tested.

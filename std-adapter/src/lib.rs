@@ -60,6 +60,7 @@
 mod clock;
 mod error;
 mod host;
+mod inputs;
 mod manager;
 pub mod metrics;
 mod sessions;
@@ -73,6 +74,7 @@ pub use clock::TokioClock;
 pub use duplex_core::Expiry;
 pub use error::Error;
 pub use host::Host;
+pub use inputs::InputBudgets;
 pub use manager::{At, ManagerConfig, NotImported, Released, SessionKey, SessionManager};
 pub use sessions::Sessions;
 pub use shared::{

@@ -4,8 +4,8 @@ use duplex_core::id::IdText;
 use duplex_core::profile::{Profile, Tables};
 use duplex_core::storage::StoredId;
 use duplex_core::{
-    AnySession, CloseReason, Fence, Id, Instant, Modes, RequestState, Session, StateKind,
-    Unfinished,
+    AnySession, CloseReason, Fence, Id, InputLimits, Instant, Modes, PendingInput, RequestState,
+    Session, StateKind, Unfinished,
 };
 
 /// Everything observable about a session, as plain owned values: for
@@ -58,6 +58,10 @@ pub struct SessionView<I = Id> {
     pub close_reason: Option<CloseReason>,
     /// Input modes.
     pub modes: Modes,
+    /// Pending input against the session's limits.
+    pub pending_input: PendingInput,
+    /// The session's input limits.
+    pub input_limits: InputLimits,
 }
 
 impl<I: IdText> SessionView<I> {
@@ -102,6 +106,8 @@ impl<I: IdText> SessionView<I> {
             completed: s.completed_operations().map(StoredId::to_id).collect(),
             close_reason,
             modes: s.modes(),
+            pending_input: s.pending_input(),
+            input_limits: s.input_limits(),
         }
     }
 }

@@ -69,6 +69,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop::collection::vec(text("r"), 1..3).prop_map(|requests| Op::CloseForRequests { requests }),
         1 => prop::collection::vec(s.clone(), 1..4).prop_map(|sessions| Op::FinalizeClosed { sessions }),
         1 => (s.clone(), 0u8..3).prop_map(|(s, skip)| Op::Migrate { s, skip }),
+        3 => (s.clone(), rel(), 0u16..700).prop_map(|(s, f, bytes)| Op::ReserveInput { s, f, bytes }),
+        2 => (s.clone(), rel()).prop_map(|(s, f)| Op::ReserveTurn { s, f }),
+        2 => (s.clone(), 0u16..700).prop_map(|(s, bytes)| Op::ReleaseInput { s, bytes }),
+        2 => s.clone().prop_map(|s| Op::ReleaseTurn { s }),
+        1 => (s.clone(), any::<bool>()).prop_map(|(s, turns_too)| Op::DropInput { s, turns_too }),
         3 => (s, rel(), 0u8..24, text("op")).prop_map(|(s, f, what, op)| Op::Keyed { s, f, what, op }),
     ]
 }

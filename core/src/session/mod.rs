@@ -6,6 +6,7 @@
 //! | `attached.rs` | `S: Attached` (Open) | detach, begin_operation, prepare_append, append |
 //! | `live.rs` | `S: Live` (Open, Detached) | touch, resume, end_operation, commit_append, completed, record_completed, reserve, bind, accept_fence, cancel, replace_configs, deadline, due, expire, close |
 //! | `unfinished.rs` | `S: Unfinished` (Open, Detached, Closing) | begin_close, stage/resource ids, release, release_fence, inspection |
+//! | `input.rs` | `S: Attached` to reserve, `S: Unfinished` to release | reserve_input, reserve_turn, release_input, release_turn, release_all_input, cancel_pending_input, pending_input |
 //! | `closing.rs` | `S: Finalizable` (Closing); `Closed` | finalize; close_reason |
 //! | this file | any state | open, fence, id, lease generation, state data |
 //!
@@ -17,6 +18,7 @@ pub(crate) mod any;
 mod attached;
 mod closing;
 pub(crate) mod expiry;
+mod input;
 mod live;
 #[cfg(feature = "serde")]
 pub(crate) mod snapshot;
@@ -31,6 +33,7 @@ use crate::error::{ConfigField, Error, Rejected};
 use crate::fence::Fence;
 use crate::fmt::debug;
 use crate::id::IdText as _;
+use crate::input::{InputBudget, InputLimits};
 use crate::lease::{Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::profile::{Conformance, IdOf, Profile, Tables};
@@ -41,8 +44,8 @@ use state::{Open, State, StateKind};
 
 pub use live::Resumption;
 
-/// How a session is opened: capabilities, lease, completed-append limit and
-/// the two opaque configurations.
+/// How a session is opened: capabilities, lease, completed-append limit,
+/// input limits and the two opaque configurations.
 ///
 /// # Examples
 ///
@@ -65,6 +68,8 @@ pub struct OpenOptions<SC = (), RC = ()> {
     pub lease: LeaseConfig,
     /// Completed-append limit in `1..=D`; `None` means `D`.
     pub completed_limit: Option<usize>,
+    /// Limits of pending input (default 16 MiB and 4 turns).
+    pub input_limits: InputLimits,
     /// Opaque session configuration.
     pub session_config: SC,
     /// Opaque runtime configuration.
@@ -91,6 +96,7 @@ impl<SC, RC> OpenOptions<SC, RC> {
             modes: Modes::default(),
             lease: LeaseConfig::DEFAULT,
             completed_limit: None,
+            input_limits: InputLimits::DEFAULT,
             session_config,
             runtime_config,
         }
@@ -132,6 +138,19 @@ impl<SC, RC> OpenOptions<SC, RC> {
     #[must_use]
     pub fn completed_limit(mut self, limit: usize) -> Self {
         self.completed_limit = Some(limit);
+        self
+    }
+
+    /// Sets the limits of pending input.
+    ///
+    /// ```
+    /// # use duplex_core::{InputLimits, OpenOptions};
+    /// let o = OpenOptions::default().input_limits(InputLimits::new(64 * 1024, 2));
+    /// assert_eq!(o.input_limits.turns(), 2);
+    /// ```
+    #[must_use]
+    pub fn input_limits(mut self, limits: InputLimits) -> Self {
+        self.input_limits = limits;
         self
     }
 }
@@ -189,6 +208,7 @@ pub struct Session<S = Open, P: Profile = Conformance> {
     cursor: Cursor,
     requests: Requests<P::Tables>,
     completed: Completed<P::Tables>,
+    input: InputBudget,
     config_generation: u64,
     session_config: P::SessionConfig,
     runtime_config: P::RuntimeConfig,
@@ -256,6 +276,7 @@ impl<P: Profile> Session<Open, P> {
             cursor: Cursor::default(),
             requests: Requests::new(),
             completed: Completed::new(limit, options.modes),
+            input: InputBudget::new(options.input_limits),
             config_generation: 0,
             session_config: options.session_config,
             runtime_config: options.runtime_config,
@@ -303,6 +324,7 @@ impl<P: Profile> Session<Open, P> {
         self.cursor = Cursor::default();
         self.requests.clear();
         self.completed.reset(limit, options.modes);
+        self.input = InputBudget::new(options.input_limits);
         self.config_generation = 0;
         self.session_config = options.session_config;
         self.runtime_config = options.runtime_config;
@@ -346,6 +368,7 @@ impl<S: State, P: Profile> Session<S, P> {
             cursor: self.cursor,
             requests: self.requests,
             completed: self.completed,
+            input: self.input,
             config_generation: self.config_generation,
             session_config: self.session_config,
             runtime_config: self.runtime_config,

@@ -270,6 +270,19 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
             .resource_request_ids(Some(&f), None)
             .map_or(6, |ids| ids.len() as u64);
         acc ^= any.replace_configs(None, Some(())).unwrap_or(7);
+        acc ^= any
+            .reserve_input(&f, inp.u64())
+            .map_or(24, |p| u64::from(p.bytes))
+            ^ any.reserve_turn(&f).map_or(25, |p| u64::from(p.turns))
+            ^ any
+                .release_input(inp.u64())
+                .map_or(26, |p| u64::from(p.bytes))
+            ^ any.release_turn().map_or(27, |p| u64::from(p.turns))
+            ^ any.release_all_input().map_or(28, u64::from)
+            ^ any
+                .cancel_pending_input()
+                .map_or(29, |p| u64::from(p.bytes))
+            ^ any.input_limits().map_or(30, |l| u64::from(l.bytes()));
         let mut held = duplex_core::RequestIds::new();
         any.held_request_ids(&mut held);
         acc ^= held.len() as u64 ^ any.deadline().map_or(8, Instant::as_millis);

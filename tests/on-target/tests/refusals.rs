@@ -285,6 +285,39 @@ fn configs_are_checked_before_a_session_exists() -> Outcome {
     Ok(())
 }
 
+fn input_past_its_budget_is_refused_and_changes_nothing() -> Outcome {
+    let opts = OpenOptions::default().input_limits(InputLimits::new(640, 1));
+    let mut s = ok!(Session::open(fence(), opts, Instant::ZERO));
+    ok!(s.reserve_input(&fence(), 600));
+    check_eq!(
+        s.reserve_input(&fence(), 41),
+        Err(Error::InputBackpressure {
+            budget: Budget::Bytes,
+            pending: 600,
+            requested: 41,
+            limit: 640
+        })
+    );
+    ok!(s.reserve_turn(&fence()));
+    check_eq!(
+        s.reserve_turn(&fence()),
+        Err(Error::InputBackpressure {
+            budget: Budget::Turns,
+            pending: 1,
+            requested: 1,
+            limit: 1
+        })
+    );
+    check_eq!(
+        s.pending_input(),
+        PendingInput {
+            bytes: 600,
+            turns: 1
+        }
+    );
+    Ok(())
+}
+
 fn every_core_kind_is_covered() -> Outcome {
     // The kinds the three host-level refusals (capacity_exhausted,
     // session_exists, unknown_session) aside, each has a test above; the
@@ -298,7 +331,7 @@ fn every_core_kind_is_covered() -> Outcome {
             )
         })
         .count();
-    check_eq!(core_kinds, 12);
+    check_eq!(core_kinds, 13);
     Ok(())
 }
 
@@ -315,5 +348,6 @@ tests!(
     every_table_is_full_at_its_capacity_and_unchanged,
     ids_must_fit,
     configs_are_checked_before_a_session_exists,
+    input_past_its_budget_is_refused_and_changes_nothing,
     every_core_kind_is_covered,
 );

@@ -18,18 +18,20 @@
 //!   each request is released exactly once;
 //! - `next_deadline()` equals the earliest deadline of the sessions;
 //! - a migration (export, image, import) changes only the incarnation,
-//!   upwards, and the lease clock.
+//!   upwards, and the lease clock;
+//! - pending input never exceeds the session's limits; a reservation adds
+//!   exactly what it asked, a release takes away at most what was held,
+//!   a cancel leaves nothing pending.
 
 use duplex_core::profile::Conformance;
 use std::collections::{BTreeMap, BTreeSet};
 
-use duplex_core::profile::conformance;
 use duplex_core::storage::Storage;
 use duplex_core::{
-    Activity, CloseReason, Duration, Fence, Finality, Id, InputMode, LeaseConfig, ManualClock,
-    OpenOptions, Reservation, StateKind,
+    Activity, CloseReason, Duration, Fence, Finality, Id, InputLimits, InputMode, LeaseConfig,
+    ManualClock, OpenOptions, Reservation,
 };
-use duplex_std::Sessions as _;
+use duplex_std::{InputBudgets as _, Sessions as _};
 use duplex_std::{SessionManager, SessionView};
 
 /// The session ids the model uses.
@@ -39,6 +41,8 @@ pub const MAX_SESSIONS: usize = 2;
 /// The model's completed-append limit (below the capacity, so eviction at
 /// the limit is exercised).
 pub const COMPLETED_LIMIT: usize = 4;
+/// The model's input limits (small, so that reservations reach them).
+pub const INPUT_LIMITS: InputLimits = InputLimits::new(1_000, 2);
 const MODES: [InputMode; 6] = InputMode::ALL;
 
 /// A fence relative to the session's current one (saturating at 0 and at
@@ -205,6 +209,32 @@ pub enum Op {
         s: usize,
         skip: u8,
     },
+    /// Reserves input bytes.
+    ReserveInput {
+        s: usize,
+        f: Rel,
+        bytes: u16,
+    },
+    /// Reserves a committed turn.
+    ReserveTurn {
+        s: usize,
+        f: Rel,
+    },
+    /// Gives back input bytes.
+    ReleaseInput {
+        s: usize,
+        bytes: u16,
+    },
+    /// Gives back a turn.
+    ReleaseTurn {
+        s: usize,
+    },
+    /// Drops pending input: every reservation (`cancel_pending_input`), or
+    /// only the bytes (`release_all_input`).
+    DropInput {
+        s: usize,
+        turns_too: bool,
+    },
     /// Through a `SessionKey` taken just before (`apply_at`, `update_at`,
     /// as the Python package calls): `what % 4` picks touch, detach, an
     /// append of `mode(what / 4)`, or ending operation `op`.
@@ -246,6 +276,7 @@ macro_rules! ensure {
     };
 }
 
+mod checks;
 mod restored;
 mod run;
 pub use restored::check_restored;
@@ -314,7 +345,10 @@ impl<M: Storage> Harness<'_, M> {
                     .collect();
                 self.m.open(
                     Fence::new(session(s), incarnation),
-                    OpenOptions::new(0, 0).modes(modes).lease(lease),
+                    OpenOptions::new(0, 0)
+                        .modes(modes)
+                        .lease(lease)
+                        .input_limits(INPUT_LIMITS),
                 )?;
                 self.incarnations[s % 3] = incarnation;
             }
@@ -353,6 +387,25 @@ impl<M: Storage> Harness<'_, M> {
                     generation.saturating_add_signed(generation_delta),
                     &control,
                 )?;
+            }
+            Op::ReserveInput { s, f, bytes } => {
+                self.m.reserve_input(&self.fence(s, f), u64::from(bytes))?;
+            }
+            Op::ReserveTurn { s, f } => {
+                self.m.reserve_turn(&self.fence(s, f))?;
+            }
+            Op::ReleaseInput { s, bytes } => {
+                self.m.release_input(&session(s), u64::from(bytes))?;
+            }
+            Op::ReleaseTurn { s } => {
+                self.m.release_turn(&session(s))?;
+            }
+            Op::DropInput { s, turns_too } => {
+                if turns_too {
+                    self.m.cancel_pending_input(&session(s))?;
+                } else {
+                    self.m.release_all_input(&session(s))?;
+                }
             }
             Op::BeginOp { s, f, op } => self.m.begin_operation(&self.fence(s, f), &op)?,
             Op::EndOp { s, f, op } => self.m.end_operation(&self.fence(s, f), &op)?,
@@ -511,148 +564,4 @@ impl<M: Storage> Harness<'_, M> {
         }
         Ok(released)
     }
-}
-
-/// Request ids whose `(stage, request)` resources left each session.
-fn vanished(before: &Views, after: &Views) -> Released {
-    let mut out = Released::new();
-    for (s, b) in before {
-        let kept: BTreeSet<(u32, &Id)> = after
-            .get(s)
-            .map(|a| a.resources.iter().map(|(st, r, _)| (*st, r)).collect())
-            .unwrap_or_default();
-        for (st, r, _) in &b.resources {
-            if !kept.contains(&(*st, r)) {
-                out.entry(s.clone()).or_default().insert(r.to_string());
-            }
-        }
-    }
-    out
-}
-
-fn not_behind(before: &Fence, after: &Fence) -> bool {
-    after.epoch > before.epoch
-        || (after.epoch == before.epoch
-            && after.turn >= before.turn
-            && after.response >= before.response)
-}
-
-fn check_step(
-    op: &Op,
-    before: &Views,
-    after: &Views,
-    outcome: &Result<Released, duplex_std::Error>,
-) -> Result<(), String> {
-    ensure!(
-        after.len() <= MAX_SESSIONS,
-        "admission exceeded: {} sessions",
-        after.len()
-    );
-    for (s, a) in after {
-        ensure!(
-            a.resources.len() <= conformance::RESOURCES
-                && a.bindings.len() <= conformance::BINDINGS,
-            "{s}: a table is over capacity"
-        );
-        ensure!(
-            a.completed.len() <= COMPLETED_LIMIT
-                && a.active_operations.len() <= conformance::ACTIVE_OPS,
-            "{s}: a table is over capacity"
-        );
-        if let Some(b) = before.get(s) {
-            if b.fence.incarnation == a.fence.incarnation {
-                ensure!(
-                    not_behind(&b.fence, &a.fence),
-                    "{s}: fence moved backwards {} -> {}",
-                    b.fence,
-                    a.fence
-                );
-            }
-            ensure!(
-                b.state != StateKind::Closing || a.state == StateKind::Closing,
-                "{s}: closing is irreversible, but it became {}",
-                a.state
-            );
-        }
-    }
-    let reported = match outcome {
-        Err(e) => {
-            ensure!(before == after, "a failed {op:?} ({e}) changed a session");
-            return Ok(());
-        }
-        Ok(reported) => reported,
-    };
-    let gone = vanished(before, after);
-    if let Op::Release { s, requests } = op {
-        let name = session(*s).to_string();
-        let named: BTreeSet<&str> = requests.iter().map(String::as_str).collect();
-        let held: BTreeSet<String> = before
-            .get(&name)
-            .map(|b| b.resources.iter().map(|(_, r, _)| r.to_string()).collect())
-            .unwrap_or_default();
-        let want: BTreeSet<String> = held
-            .into_iter()
-            .filter(|r| named.contains(r.as_str()))
-            .collect();
-        let got = gone.get(&name).cloned().unwrap_or_default();
-        ensure!(got == want, "release dropped {got:?}, expected {want:?}");
-        ensure!(gone.len() <= 1, "release touched another session: {gone:?}");
-    } else {
-        ensure!(
-            &gone == reported,
-            "after {op:?}: released {gone:?}, but reported {reported:?}"
-        );
-    }
-    if let Op::Migrate { s, .. } = op {
-        let name = session(*s).to_string();
-        if let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) {
-            let mut moved = b.clone();
-            moved.fence.incarnation = a.fence.incarnation;
-            moved.last_activity = a.last_activity;
-            moved.detached_at = b.detached_at.map(|_| a.last_activity);
-            // Unchanged when there was no higher incarnation to move to.
-            ensure!(
-                a == b || (a.fence.incarnation > b.fence.incarnation && *a == moved),
-                "{name}: migration changed more than the incarnation and the lease clock: {b:?} -> {a:?}"
-            );
-        }
-    }
-    if let Op::ResumeBy { s, control, .. } = op {
-        let name = session(*s).to_string();
-        if let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) {
-            let named = |v: &SessionView| v.resumed_by.as_ref().map(ToString::to_string);
-            if named(b).as_deref() == Some(control.as_str()) {
-                ensure!(
-                    a == b,
-                    "{name}: a resume asked again changed the session: {b:?} -> {a:?}"
-                );
-            } else {
-                ensure!(
-                    a.lease_generation == b.lease_generation + 1
-                        && named(a).as_deref() == Some(control.as_str())
-                        && a.state == StateKind::Open,
-                    "{name}: a resume by {control} did not move on and record it: {b:?} -> {a:?}"
-                );
-            }
-        }
-    }
-    if matches!(op, Op::Append { .. } | Op::Commit { .. }) {
-        for (s, a) in after {
-            let Some(b) = before.get(s) else { continue };
-            if a.input_seq != b.input_seq || a.fence.epoch != b.fence.epoch {
-                let want = if a.fence.epoch == b.fence.epoch {
-                    b.input_seq + 1
-                } else {
-                    1
-                };
-                ensure!(
-                    a.input_seq == want,
-                    "{s}: append moved seq {} -> {}, expected {want}",
-                    b.input_seq,
-                    a.input_seq
-                );
-            }
-        }
-    }
-    Ok(())
 }

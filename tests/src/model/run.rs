@@ -5,7 +5,8 @@ use duplex_core::storage::{Heap, Inline, Storage};
 use duplex_core::{CloseReason, Instant, ManualClock, StateKind};
 use duplex_std::{ManagerConfig, SessionManager};
 
-use super::{check_step, id, Harness, Op, Released, COMPLETED_LIMIT, MAX_SESSIONS};
+use super::checks::check_step;
+use super::{id, Harness, Op, Released, COMPLETED_LIMIT, MAX_SESSIONS};
 
 /// Runs `ops` against a fresh manager (admission limit 2, completed-append
 /// limit 4), checking every invariant after every step, then closes every

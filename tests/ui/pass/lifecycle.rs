@@ -10,6 +10,8 @@ fn main() -> Result<(), Error> {
     open.begin_operation(&f, &op, Instant::ZERO)?;
     let reservation = open.prepare_append(&f, InputMode::TurnCommitOnly)?;
     open.append(&f, InputMode::TurnCommitOnly)?;
+    open.reserve_input(&f, 640)?;
+    open.reserve_turn(&f)?;
     let (open, _generation) = open.resume(&f, 0, Instant::ZERO)?; // takeover
 
     let mut detached: Session<Detached> = open.detach(&f, Instant::ZERO)?;
@@ -24,6 +26,7 @@ fn main() -> Result<(), Error> {
     let cancelled = detached.cancel(&f, &f.clone().with_epoch(1))?;
     detached.release(&cancelled);
     detached.replace_configs(None, None);
+    let _ = (detached.release_input(320), detached.release_turn(), detached.pending_input());
     let _ = (detached.deadline(), detached.due(Instant::ZERO));
     let f = f.with_epoch(1);
     let (open, _generation) = detached.resume(&f, 1, Instant::ZERO)?;
@@ -34,6 +37,7 @@ fn main() -> Result<(), Error> {
     let _ = closing.resource_request_ids(Some(&f), Some(RequestState::Submitted)).count();
     closing.release(&[req]);
     closing.release_where(|id| id.as_str() == "other");
+    let _ = (closing.release_all_input(), closing.cancel_pending_input(), closing.input_limits());
     let released = closing.release_fence(&f);
     assert!(released.is_empty());
     let (closed, _released): (Session<Closed>, _) = closing.finalize();

@@ -91,6 +91,7 @@ macro_rules! each {
 // After `each!`, so that the dynamic operations can use it.
 mod closing;
 mod dynamic;
+mod input;
 
 impl<P: Profile> AnySession<P> {
     /// The one place where an `AnySession` changes state: `step` takes the

@@ -22,15 +22,17 @@ use crate::append::Cursor;
 use crate::completed::Completed;
 use crate::error::Error;
 use crate::fence::{Fence, Position};
+use crate::input::{InputBudget, InputLimits, PendingInput};
 use crate::lease::{ActiveOps, CloseReason, Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::requests::Requests;
 use crate::time::{Duration, Instant};
 
 /// The image format's version, the first byte of every image. Version 3
-/// added the control id of the session's last resume; restore reads
-/// versions 2 and 3 (an image of version 2 restores with none) and
-/// refuses any other.
+/// added the control id of the session's last resume, version 4 the input
+/// limits and what is pending against them; restore reads versions 2 to 4
+/// (an older image restores with no control id, the default limits and
+/// nothing pending) and refuses any other.
 ///
 /// ```
 /// # use duplex_core::*;
@@ -40,7 +42,7 @@ use crate::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub const SNAPSHOT_VERSION: u8 = 3;
+pub const SNAPSHOT_VERSION: u8 = 4;
 
 /// The oldest image version restore reads.
 const OLDEST_VERSION: u8 = 2;
@@ -267,6 +269,7 @@ pub const fn max_snapshot_len(
         + varint(16) // completed-append limit (up to 256)
         + u64v // config generation
         + id_len(id_len_max) // the control id of the last resume (version 3)
+        + 2 * (varint(32) + varint(16)) // input limits and pending input (version 4)
 }
 
 impl<S: State, P: Profile> Session<S, P> {
@@ -380,6 +383,8 @@ impl<S: State, P: Profile> Session<S, P> {
         out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
         out.put(&self.config_generation)?;
         out.put(self.resumed_by().unwrap_or_default())?;
+        let (limits, pending) = (self.input.limits(), self.input.pending());
+        out.put(&(limits.bytes(), limits.turns(), pending.bytes, pending.turns))?;
         out.put(&self.session_config)?;
         out.put(&self.runtime_config)?;
         Ok(out.finish())
@@ -503,6 +508,17 @@ impl<P: Profile> AnySession<P> {
         let config_generation: u64 = input.take()?;
         // Version 2 kept no control id: its resumes were not named.
         let resumed_by: &str = if version >= 3 { input.take()? } else { "" };
+        // Before version 4 no input was reserved: the defaults, nothing pending.
+        let (bytes_limit, turns_limit, bytes, turns): (u32, u16, u32, u16) = if version >= 4 {
+            input.take()?
+        } else {
+            (
+                InputLimits::DEFAULT.bytes(),
+                InputLimits::DEFAULT.turns(),
+                0,
+                0,
+            )
+        };
         let session_config: P::SessionConfig = input.take()?;
         let runtime_config: P::RuntimeConfig = input.take()?;
 
@@ -579,6 +595,13 @@ impl<P: Profile> AnySession<P> {
         });
         let completed = Completed::<P::Tables>::from_records(completed_limit, modes, records)
             .map_err(SnapshotError::Inconsistent)?;
+        let input = InputBudget::from_parts(
+            InputLimits::new(bytes_limit, turns_limit),
+            PendingInput { bytes, turns },
+        )
+        .ok_or(SnapshotError::Inconsistent(
+            "more input pending than the session's limits allow",
+        ))?;
         let session = Session {
             state: Open,
             fence,
@@ -586,6 +609,7 @@ impl<P: Profile> AnySession<P> {
             cursor,
             requests,
             completed,
+            input,
             config_generation,
             session_config,
             runtime_config,

@@ -59,6 +59,7 @@ struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K
     completed_limit: u16,
     config_generation: u64,
     resumed_by: &'a str,
+    input: (u32, u16, u32, u16),
     session_config: SC,
     runtime_config: RC,
 }
@@ -75,7 +76,7 @@ fn facts(s: &Any) -> String {
         let ids =
             |it: &mut dyn Iterator<Item = &Id>| it.map(Id::as_str).collect::<Vec<_>>().join(",");
         format!(
-            "{:?} {} seq={} turn_seq={} gen={} by={:?} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?}",
+            "{:?} {} seq={} turn_seq={} gen={} by={:?} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?} input={:?}/{:?}",
             s.kind(),
             s.fence(),
             s.input_seq(),
@@ -91,6 +92,8 @@ fn facts(s: &Any) -> String {
             s.resources().collect::<Vec<_>>(),
             ids(&mut s.completed_operations()),
             s.lease_config(),
+            s.pending_input(),
+            s.input_limits(),
         )
     }
     if let Some(s) = s.as_open() {
@@ -116,8 +119,11 @@ fn busy() -> (Any, Fence) {
     let f = Fence::new(id("kitchen"), 3).with_epoch(2).with_turn(1);
     let opts = OpenOptions::default()
         .modes(Modes::only(InputMode::AppendAudioChunk))
-        .completed_limit(5);
+        .completed_limit(5)
+        .input_limits(crate::InputLimits::new(64_000, 3));
     let mut s = Any::from(Session::open(f.clone(), opts, Instant::from_millis(100)).unwrap());
+    s.reserve_input(&f, 6_400).unwrap();
+    s.reserve_turn(&f).unwrap();
     s.append(&f, InputMode::AppendAudioChunk).unwrap();
     s.append(&f, InputMode::AppendAudioChunk).unwrap();
     s.bind(&f, 0, &id("llm")).unwrap();
@@ -364,6 +370,15 @@ fn hostile_images_are_refused_with_the_specific_error() {
         SnapshotError::Invalid(Error::InvalidId { .. })
     ));
 
+    for input in [(10, 1, 11, 0), (10, 1, 0, 2)] {
+        let mut img = decode(&good);
+        img.input = input;
+        assert!(matches!(
+            refused(&encode(&img)),
+            SnapshotError::Inconsistent(_)
+        ));
+    }
+
     let mut img = decode(&good);
     img.profile[4] = 16;
     assert!(matches!(
@@ -534,6 +549,18 @@ fn hostile_images_are_refused_with_the_specific_error() {
     assert!(Any::restore(&good).is_ok());
 }
 
+/// The facts of [`busy`]'s session as an image from before version 4
+/// restores them: the default limits, nothing pending.
+fn without_input(facts: &str) -> String {
+    let busy =
+        "input=PendingInput { bytes: 6400, turns: 1 }/InputLimits { bytes: 64000, turns: 3 }";
+    assert!(facts.contains(busy), "{facts}");
+    facts.replace(
+        busy,
+        "input=PendingInput { bytes: 0, turns: 0 }/InputLimits { bytes: 16777216, turns: 4 }",
+    )
+}
+
 /// The image of version 2: the same fields, without the control id of the
 /// last resume.
 #[derive(Serialize)]
@@ -595,8 +622,27 @@ fn an_image_of_version_2_still_restores() {
     assert_eq!(restored.resumed_by(), None);
     assert_eq!(
         facts(&restored),
-        facts(&s).replace("by=Some(\"ctl\")", "by=None")
+        without_input(&facts(&s)).replace("by=Some(\"ctl\")", "by=None")
     );
     // And it is written back as the current version.
     assert_eq!(restored.snapshot(&mut buf).unwrap()[0], SNAPSHOT_VERSION);
+}
+
+#[test]
+fn an_image_of_version_3_restores_with_nothing_pending() {
+    let (s, _) = busy();
+    let mut buf = [0u8; MAX];
+    let good = s.snapshot(&mut buf).unwrap().to_vec();
+    let img = decode(&good);
+    assert_eq!(img.input, (64_000, 3, 6_400, 1));
+    // Version 3 ended with the control id (the configurations here
+    // serialize to nothing): the same image without the input's tail.
+    let mut tail = [0u8; 32];
+    let tail = postcard::to_slice(&img.input, &mut tail).unwrap().len();
+    let mut old = good[..good.len() - tail].to_vec();
+    old[0] = 3;
+    let restored = Any::restore(&old).expect("a version 3 image restores");
+    assert_eq!(restored.pending_input(), Ok(crate::PendingInput::default()));
+    assert_eq!(restored.input_limits(), Ok(crate::InputLimits::DEFAULT));
+    assert_eq!(facts(&restored), without_input(&facts(&s)));
 }

@@ -1,0 +1,14 @@
+// Input budgets: input comes from an attached client, so a Detached
+// session reserves none (releasing is still permitted: see pass/lifecycle.rs).
+use duplex_core::*;
+
+fn open() -> (Session<Open>, Fence) {
+    let f = Fence::new(Id::new("s").unwrap(), 0);
+    (Session::open(f.clone(), OpenOptions::default(), Instant::ZERO).unwrap(), f)
+}
+
+fn main() {
+    let (s, f) = open();
+    let mut d = s.detach(&f, Instant::ZERO).unwrap();
+    let _ = d.reserve_input(&f, 640);
+}
