@@ -40,6 +40,8 @@ pub(crate) struct PyManager {
     clock: Arc<crate::shapes::PyClock>,
     max_sessions: Option<usize>,
     completed_limit: usize,
+    /// Each session's input limits.
+    input_limits: duplex_core::InputLimits,
     profile: Profile,
     default_lease: pyo3::sync::PyOnceLock<Py<PyAny>>,
     last_lease: Mutex<Option<(Py<PyAny>, duplex_core::LeaseConfig)>>,
@@ -121,15 +123,20 @@ impl PyManager {
     /// `completed_append_limit` is the seed's 256 by default (the profile's
     /// window when that is smaller); `profile` is `"server"` (real sizes,
     /// the default) or `"conformance"` (the traces' sizes, whose window is
-    /// 8).
+    /// 8). `max_pending_input_bytes_per_session` and
+    /// `max_pending_turns_per_session` are each session's input limits
+    /// (vllm-omni 0.30's names and defaults: 16 MiB and 4).
     #[new]
     #[classmethod]
     // The defaults are applied in the body, so that a value of the wrong
     // type is refused with `.kind`; the signature shows the seed's.
     #[pyo3(
-        signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = None),
-        text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server')"
+        signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = None, max_pending_input_bytes_per_session = None, max_pending_turns_per_session = None),
+        text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server', max_pending_input_bytes_per_session=16777216, max_pending_turns_per_session=4)"
     )]
+    // One parameter per Python keyword argument: the seed's and the
+    // release's two input limits.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,
@@ -137,7 +144,21 @@ impl PyManager {
         max_sessions: Option<&Bound<'_, PyAny>>,
         completed_append_limit: Option<&Bound<'_, PyAny>>,
         profile: Option<&Bound<'_, PyAny>>,
+        max_pending_input_bytes_per_session: Option<&Bound<'_, PyAny>>,
+        max_pending_turns_per_session: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let defaults = duplex_core::InputLimits::DEFAULT;
+        let bytes = match max_pending_input_bytes_per_session.filter(|v| !v.is_none()) {
+            Some(v) => args::integer::<u32>(v, "max_pending_input_bytes_per_session", "0..2**32")
+                .map_err(|e| with_kind(e, "invalid_config"))?,
+            None => defaults.bytes(),
+        };
+        let turns = match max_pending_turns_per_session.filter(|v| !v.is_none()) {
+            Some(v) => args::integer::<u16>(v, "max_pending_turns_per_session", "0..2**16")
+                .map_err(|e| with_kind(e, "invalid_config"))?,
+            None => defaults.turns(),
+        };
+        let input_limits = duplex_core::InputLimits::new(bytes, turns);
         let config_int = |value: &Bound<'_, PyAny>, name: &str| -> PyResult<i64> {
             args::integer::<i64>(value, name, "1..2**63")
                 .map_err(|e| with_kind(e, "invalid_config"))
@@ -207,6 +228,7 @@ impl PyManager {
             clock: Arc::new(crate::shapes::PyClock::new(py, clock)),
             max_sessions,
             completed_limit: limit,
+            input_limits,
             profile,
             default_lease: pyo3::sync::PyOnceLock::new(),
             last_lease: Mutex::new(None),
@@ -248,6 +270,7 @@ impl PyManager {
                     .clone())
             })?,
             lease: duplex_core::LeaseConfig::default(),
+            input_limits: self.input_limits,
             fence: arg,
             classes: self.classes.clone_ref(py),
         };

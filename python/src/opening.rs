@@ -19,6 +19,8 @@ pub(crate) struct Opening<'py> {
     pub(crate) lease_config: Bound<'py, PyAny>,
     /// `lease_config` converted.
     pub(crate) lease: duplex_core::LeaseConfig,
+    /// The manager's input limits.
+    pub(crate) input_limits: duplex_core::InputLimits,
     /// The host's value classes.
     pub(crate) classes: Py<crate::classes::HostClasses>,
 }

@@ -276,7 +276,8 @@ impl PySession {
         let modes = convert::modes(&o.capabilities, o.classes.get())?;
         let options = duplex_core::OpenOptions::default()
             .modes(modes)
-            .lease(o.lease);
+            .lease(o.lease)
+            .input_limits(o.input_limits);
         let id = o.fence.session_id.to_str()?;
         let session = Py::new(
             py,

@@ -5,5 +5,6 @@
 
 mod append;
 mod close;
+mod input;
 mod lease;
 mod requests;
