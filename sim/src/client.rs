@@ -1,10 +1,12 @@
 //! One simulated voice client: a small state machine that talks, listens,
 //! barges in, drops and comes back, and checks every answer it gets.
 
-use duplex_core::{Activity, CloseReason, ErrorKind, Fence, Finality, Id, InputMode};
+use duplex_core::{Activity, CloseReason, ErrorKind, Fence, Finality, Id, InputMode, PendingInput};
 
 use super::{Fault, World, GRACE, IDLE_TTL, STEP_MS};
-use duplex_std::{Error, Sessions};
+use duplex_std::{Error, InputBudgets, Sessions};
+
+mod budget;
 
 pub(crate) const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -43,6 +45,9 @@ pub(crate) struct Client {
     /// Requests of the current response: `(stage, id)`.
     requests: Vec<(u32, String)>,
     generating: Option<String>,
+    /// What the session holds of this client's input, by the client's own
+    /// count: every answer of the budgets is checked against it.
+    pending: PendingInput,
 }
 
 /// Whether an error means the session is gone or closing under the client
@@ -69,6 +74,7 @@ impl Client {
             stale: None,
             requests: Vec::new(),
             generating: None,
+            pending: PendingInput::default(),
         }
     }
 
@@ -93,6 +99,7 @@ impl Client {
         self.stale = Some(self.fence.clone());
         self.requests.clear();
         self.generating = None;
+        self.pending = PendingInput::default();
         self.incarnation += 1;
         let until = w.step + w.range(5, 100);
         self.phase = Phase::Offline { until };
@@ -116,6 +123,7 @@ impl Client {
                 w.report.sessions += 1;
                 w.check_admission(&self.name);
                 self.fence = fence;
+                self.pending = PendingInput::default();
                 self.generation = 0;
                 self.next_seq = 1;
                 self.turns_left = w.range(1, 6);
@@ -158,6 +166,15 @@ impl Client {
                 until: w.step + quiet,
             };
             return;
+        }
+        if w.fault(Fault::BudgetFlood, 0.01) && !self.flood(w) {
+            return;
+        }
+        match self.reserve_chunk(w) {
+            None => return,
+            // Backpressure: the client commits what it has said.
+            Some(false) => return self.start_response(w),
+            Some(true) => {}
         }
         if !self.append_chunk(w) {
             return;
@@ -258,6 +275,27 @@ impl Client {
     }
 
     fn start_response(&mut self, w: &mut World<'_>) {
+        // The commit takes a turn of the budget (one is always free here:
+        // each turn is consumed or dropped before the next is said).
+        let expected = PendingInput {
+            turns: self.pending.turns + 1,
+            ..self.pending
+        };
+        w.op();
+        match w.m.reserve_turn(&self.fence) {
+            Ok(p) if p == expected => self.pending = p,
+            Err(e) if lost(&e) => return self.start_over(w),
+            other => {
+                let got = format!("{other:?}");
+                w.violation(
+                    &self.name,
+                    "reserve_turn",
+                    &format!("Ok({expected:?})"),
+                    got,
+                );
+                return self.start_over(w);
+            }
+        }
         // The model answers at the next response of this turn.
         self.fence.response += 1;
         let base = format!(
@@ -325,6 +363,9 @@ impl Client {
             }
         }
         self.release_requests(w);
+        if !self.consume_input(w) {
+            return;
+        }
         w.op();
         if let Err(e) = w.m.touch(&self.fence, Activity::PlaybackAck) {
             return self.failed(w, "touch", &e);
@@ -394,6 +435,17 @@ impl Client {
         }
         if w.fault(Fault::ReorderedCancel, 0.5) {
             w.schedule_late_cancel(cancelled.clone(), next);
+        }
+        // The cancelled turn's input is thrown away with it.
+        w.op();
+        match w.m.cancel_pending_input(&self.id) {
+            Ok(dropped) if dropped == self.pending => self.pending = PendingInput::default(),
+            Err(e) if lost(&e) => return self.start_over(w),
+            other => {
+                let (want, got) = (format!("Ok({:?})", self.pending), format!("{other:?}"));
+                w.violation(&self.name, "cancel_pending_input", &want, got);
+                return self.start_over(w);
+            }
         }
         self.stale = Some(cancelled);
         self.phase = Phase::Talking {

@@ -27,11 +27,15 @@ pub enum Fault {
     /// Stage cleanup fails once and is retried before finalize; engine
     /// request failures close their session through `close_for_requests`.
     CleanupFailure,
+    /// A client floods its input budgets: a burst of audio past the byte
+    /// limit and commits past the turn limit, each refused
+    /// (`input_backpressure`) with nothing changed.
+    BudgetFlood,
 }
 
 impl Fault {
     /// Every fault, in flag order.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Duplicate,
         Fault::LateAppend,
         Fault::ReorderedCancel,
@@ -41,6 +45,7 @@ impl Fault {
         Fault::Vanish,
         Fault::Burst,
         Fault::CleanupFailure,
+        Fault::BudgetFlood,
     ];
 
     /// The name used by `--faults`.
@@ -60,6 +65,7 @@ impl Fault {
             Fault::Vanish => "vanish",
             Fault::Burst => "burst",
             Fault::CleanupFailure => "cleanup-fail",
+            Fault::BudgetFlood => "flood",
         }
     }
 }

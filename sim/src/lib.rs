@@ -36,7 +36,7 @@ mod threads;
 use std::fmt;
 use std::time::Instant as WallInstant;
 
-use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, LeaseConfig, OpenOptions};
+use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, InputLimits, LeaseConfig, OpenOptions};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -53,6 +53,12 @@ pub const STEP_MS: u64 = 20;
 pub const IDLE_TTL: Duration = Duration::from_millis(8_000);
 /// Disconnect grace of simulated sessions.
 pub const GRACE: Duration = Duration::from_millis(2_000);
+/// Bytes of one 20 ms chunk (16 kHz, 16-bit mono), reserved before its append.
+pub const CHUNK_BYTES: u32 = 640;
+/// Input limits of simulated sessions: a whole turn fits (at most 60
+/// chunks, 38,400 bytes), a turn and most of another held across a
+/// disconnect do not; one committed turn and one waiting.
+pub const INPUT_LIMITS: InputLimits = InputLimits::new(48_000, 2);
 
 /// Simulation settings.
 #[derive(Clone, Debug)]
@@ -146,6 +152,12 @@ pub struct Report {
     /// Resumes asked again with their control id, answered with the
     /// generation they produced.
     pub replayed_resumes: u64,
+    /// Chunks refused at the byte budget's limit (`input_backpressure`),
+    /// each predicted by the client (a turn and a half held across a
+    /// disconnect); the client then commits what it said.
+    pub backpressure: u64,
+    /// Floods refused at both budgets' limits, nothing changed.
+    pub floods_refused: u64,
     /// Opens refused by admission (`capacity_exhausted`).
     pub admission_refused: u64,
     /// Sessions closed through `close_for_requests`.
@@ -206,6 +218,8 @@ impl Report {
         self.barge_ins += other.barge_ins;
         self.resumed += other.resumed;
         self.replayed_resumes += other.replayed_resumes;
+        self.backpressure += other.backpressure;
+        self.floods_refused += other.floods_refused;
         self.admission_refused += other.admission_refused;
         self.request_cleanups += other.request_cleanups;
         self.cleanup_retries += other.cleanup_retries;
@@ -341,6 +355,7 @@ impl<'c> World<'c> {
         OpenOptions::default()
             .modes(duplex_core::Modes::only(client::AUDIO))
             .lease(lease)
+            .input_limits(INPUT_LIMITS)
     }
 
     /// Checks admission after anything that can add a session.

@@ -30,7 +30,7 @@ struct Args {
     duration_s: u64,
     /// Faults to inject: none, all, or a comma-separated list of duplicate,
     /// late, reorder, stale-resume, replayed-resume, takeover, vanish, burst,
-    /// cleanup-fail.
+    /// cleanup-fail, flood.
     #[arg(long, default_value = "all")]
     faults: Faults,
     /// Worker threads: 1 drives one single-threaded manager (the same seed
@@ -95,7 +95,7 @@ fn main() -> ExitCode {
 }
 
 fn print_table(config: &SimConfig, r: &Report) {
-    let rows: [(&str, String); 21] = [
+    let rows: [(&str, String); 23] = [
         ("seed", config.seed.to_string()),
         ("clients", config.sessions.to_string()),
         ("max sessions", config.max_sessions.to_string()),
@@ -112,6 +112,8 @@ fn print_table(config: &SimConfig, r: &Report) {
         ("barge-ins", r.barge_ins.to_string()),
         ("resumed within grace", r.resumed.to_string()),
         ("resumes asked again", r.replayed_resumes.to_string()),
+        ("chunks refused (backpressure)", r.backpressure.to_string()),
+        ("floods refused", r.floods_refused.to_string()),
         ("expired (reaped)", r.expired.to_string()),
         ("closed for request cleanup", r.request_cleanups.to_string()),
         ("cleanup retries", r.cleanup_retries.to_string()),
@@ -149,6 +151,8 @@ fn json(config: &SimConfig, r: &Report) -> serde_json::Value {
         "barge_ins": r.barge_ins,
         "resumed": r.resumed,
         "replayed_resumes": r.replayed_resumes,
+        "backpressure": r.backpressure,
+        "floods_refused": r.floods_refused,
         "expired": r.expired,
         "request_cleanups": r.request_cleanups,
         "cleanup_retries": r.cleanup_retries,

@@ -52,6 +52,7 @@ fn every_fault_is_exercised_on_its_own() {
             Fault::Vanish => r.expired,
             Fault::Burst => r.admission_refused,
             Fault::CleanupFailure => r.request_cleanups.min(r.cleanup_retries),
+            Fault::BudgetFlood => r.floods_refused,
         };
         assert!(evidence > 0, "fault {} left no trace: {r:?}", fault.name());
     }
@@ -66,9 +67,10 @@ fn without_faults_nothing_stale_or_duplicated_happens() {
             r.duplicates,
             r.stale_rejected,
             r.request_cleanups,
-            r.replayed_resumes
+            r.replayed_resumes,
+            r.floods_refused
         ),
-        (0, 0, 0, 0)
+        (0, 0, 0, 0, 0)
     );
 }
 
