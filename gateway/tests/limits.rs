@@ -403,3 +403,81 @@ async fn a_full_gateway_names_an_existing_id_first_and_refused_opens_keep_no_slo
     let _ = stop.send(());
     let _ = server.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_never_committed_is_bounded_and_a_commit_gives_it_back() {
+    // Three 640-byte chunks fit, a fourth does not: a client that streams
+    // and never commits makes the engine hold at most this much.
+    let (_gw, url, stop, server) = start(with_limits(Limits {
+        max_pending_input_bytes: 3 * 640,
+        ..Limits::default()
+    }))
+    .await;
+    let mut v = victim(&url).await;
+    let mut hoarder = connect(&url).await;
+    send(&mut hoarder, json!({"type": "session.open"})).await;
+    assert!(matches!(
+        reply(&mut hoarder).await,
+        ServerEvent::Opened { .. }
+    ));
+    for i in 0..3 {
+        send(&mut hoarder, chunk(&format!("h{i}"), 0, 0)).await;
+        assert!(matches!(
+            reply(&mut hoarder).await,
+            ServerEvent::Appended { .. }
+        ));
+    }
+    send(&mut hoarder, chunk("h3", 0, 0)).await;
+    let refused = reply(&mut hoarder).await;
+    assert_eq!(kind(&refused), "input_backpressure", "{refused:?}");
+    // Refused changes nothing: the same chunk is not in the cache, and a
+    // retry of an applied one is still answered from it.
+    send(&mut hoarder, chunk("h2", 0, 0)).await;
+    assert!(matches!(
+        reply(&mut hoarder).await,
+        ServerEvent::Appended {
+            seq: 3,
+            duplicate: true,
+            ..
+        }
+    ));
+    // The commit hands the turn's audio to the engine: the budget is back.
+    send(
+        &mut hoarder,
+        json!({"type": "input.commit", "epoch": 0, "turn": 0}),
+    )
+    .await;
+    for i in 0..3 {
+        send(&mut hoarder, chunk(&format!("n{i}"), 0, 1)).await;
+        let r = reply(&mut hoarder).await;
+        assert!(
+            matches!(
+                r,
+                ServerEvent::Appended {
+                    duplicate: false,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+    }
+    // A barge-in drops what is pending, too.
+    send(
+        &mut hoarder,
+        json!({"type": "response.cancel", "epoch": 0, "turn": 1}),
+    )
+    .await;
+    assert!(matches!(
+        reply(&mut hoarder).await,
+        ServerEvent::Cancelled { epoch: 1, .. }
+    ));
+    send(&mut hoarder, chunk("b0", 1, 1)).await;
+    assert!(matches!(
+        reply(&mut hoarder).await,
+        ServerEvent::Appended { seq: 1, .. }
+    ));
+    still_served(&mut v, "v2", 2).await;
+    let _ = stop.send(());
+    let counters = server.await.expect("server");
+    assert_eq!(counters.appended, 2 + 3 + 3 + 1);
+}

@@ -148,6 +148,11 @@ struct Args {
     /// Seconds connections get to end after Ctrl-C before they are cut.
     #[arg(long, default_value_t = 5.0)]
     shutdown_grace_s: f64,
+    /// KiB of audio one session may hold that its engine has not taken up
+    /// (appended since the last answered commit, clear or barge-in); more
+    /// is refused `input_backpressure`.
+    #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(0..=4_194_303))]
+    max_pending_input_kib: u32,
 }
 
 fn seconds(name: &str, s: f64) -> Result<Duration, String> {
@@ -166,6 +171,7 @@ fn config(args: &Args) -> Result<Config, String> {
         events_burst: args.events_burst,
         max_outbound_bytes: args.max_outbound_kib.saturating_mul(1024),
         shutdown_grace: seconds("shutdown-grace-s", args.shutdown_grace_s)?,
+        max_pending_input_bytes: args.max_pending_input_kib.saturating_mul(1024),
     };
     Ok(Config {
         max_sessions: args.max_sessions,

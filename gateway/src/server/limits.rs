@@ -47,6 +47,12 @@ pub struct Limits {
     /// After a shutdown signal: how long connections get to end before
     /// they are cut. Every session is closed either way.
     pub shutdown_grace: Duration,
+    /// Audio bytes one session may hold that its engine has not taken up
+    /// (appended since the last answered commit, clear or barge-in); an
+    /// append past it is refused (`input_backpressure`) and changes
+    /// nothing. vllm-omni 0.30's default, 16 MiB: about 8.7 minutes of
+    /// 16 kHz 16-bit audio.
+    pub max_pending_input_bytes: u32,
 }
 
 impl Default for Limits {
@@ -61,6 +67,7 @@ impl Default for Limits {
             events_burst: NonZeroU32::new(400).unwrap_or(NonZeroU32::MIN),
             max_outbound_bytes: 1 << 20,
             shutdown_grace: Duration::from_secs(5),
+            max_pending_input_bytes: duplex_core::InputLimits::DEFAULT.bytes(),
         }
     }
 }

@@ -269,6 +269,43 @@ def test_the_controls_cancel_only_what_is_active(gateway):
     assert after["event"]["epoch"] == first["event"]["epoch"] + 1, (first, after)
 
 
+def test_audio_past_the_session_s_budget_is_backpressure(gateway):
+    """With 1 KiB held for the engine at most, a second 640-byte chunk of an
+    uncommitted turn is refused ``input_backpressure`` (type
+    ``rate_limit_error``, as vllm-omni's errors map it) and applied
+    nowhere; a clear gives the budget back, and so does a commit the engine
+    answers."""
+    gw = gateway("--max-pending-input-kib", "1")
+
+    async def talk():
+        c = Client(gw.url)
+        await c.open("call-budget")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a1", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a2", "audio": CHUNK})
+        refused = await c.until("error")
+        await c.send({"type": "input_audio_buffer.clear"})
+        await c.until("input_audio_buffer.cleared")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a3", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "response_create": True})
+        committed = await c.until("input_audio_buffer.committed")
+        await c.until("response.created")
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a4", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "event_id": "c2", "response_create": False})
+        second = await c.until("input_audio_buffer.committed")
+        errors = [e for e in c.events.values() if e["type"] == "error"] + [
+            e for e in c.unnumbered if e["type"] == "error"
+        ]
+        return refused, committed, second, errors
+
+    refused, committed, second, errors = run(talk())
+    assert refused["error"]["code"] == "input_backpressure", refused
+    assert refused["error"]["type"] == "rate_limit_error", refused
+    assert refused["error"]["event_id"] == "a2", refused
+    # The one refusal; the chunks after the clear and after the commit went in.
+    assert len(errors) == 1, errors
+    assert second["item_id"] != committed["item_id"], (committed, second)
+
+
 def test_a_chunk_sent_again_after_a_barge_in_is_not_applied_again(gateway):
     token = "admin-token-for-the-client-tests"
     gw = gateway("--audit", env={"DUPLEX_ADMIN_TOKEN": token})

@@ -216,6 +216,7 @@ pub fn error_for(kind: &str) -> (&'static str, &'static str) {
     match kind {
         "capacity_exhausted" | "full" => ("rate_limit_error", "duplex_session_busy"),
         "rate_limited" => ("rate_limit_error", "rate_limited"),
+        "input_backpressure" => ("rate_limit_error", "input_backpressure"),
         "resume_refused" => ("invalid_request_error", "session_resume_expired"),
         "internal" | "unavailable" => ("server_error", leak_kind(kind)),
         other => ("invalid_request_error", leak_kind(other)),

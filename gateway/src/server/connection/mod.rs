@@ -386,7 +386,18 @@ impl Connection {
                 };
                 return Ok((cached, true));
             }
-            let a = s.append(&fence, AUDIO)?;
+            // The chunk is held for the engine until it answers the turn
+            // (or the input is dropped): past the session's budget it is
+            // refused, and an append refused after it gives it back.
+            let bytes = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
+            s.reserve_input(&fence, bytes)?;
+            let a = match s.append(&fence, AUDIO) {
+                Ok(a) => a,
+                Err(e) => {
+                    s.release_input(bytes);
+                    return Err(e);
+                }
+            };
             // Neither step below can fail once the append admitted the
             // fence: touch admits the same fence, and two results fit the
             // completed-append cache's results table.
@@ -453,7 +464,10 @@ impl Connection {
         let bound = self.shared.manager.with_open(&held.session, |s, now| {
             s.check_generation(held.generation)?;
             s.bind(&fence, RESPONSE_STAGE, &request)?;
-            s.touch(&fence, Activity::Signal, now)
+            s.touch(&fence, Activity::Signal, now)?;
+            // The engine takes the committed audio up with the answer.
+            s.release_all_input();
+            Ok::<_, CoreError>(())
         });
         match bound {
             None => return Some(self.not_open(&held, None).await),
@@ -530,6 +544,8 @@ impl Connection {
                     .iter()
                     .map(|id| id.as_str().to_owned())
                     .collect();
+                // The old epoch's input is thrown away with it.
+                s.cancel_pending_input();
                 // Responses of older epochs at another position are
                 // released here, in the same lock, so each is reported once.
                 for a in in_flight.iter().filter(|a| a.epoch < next_epoch) {

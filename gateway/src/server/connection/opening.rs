@@ -4,7 +4,7 @@
 use crate::profile::Fence;
 use crate::profile::ManagerError as Error;
 use crate::Id;
-use duplex_core::{InputMode, LeaseConfig, Modes, OpenOptions};
+use duplex_core::{InputLimits, InputMode, LeaseConfig, Modes, OpenOptions};
 use duplex_std::Sessions;
 
 use super::{Connection, Held, AUDIO};
@@ -212,7 +212,11 @@ impl Connection {
         };
         match permit.open(
             Fence::new(session.clone(), 0),
-            options(self.shared.lease, owner),
+            options(
+                self.shared.lease,
+                self.shared.config.limits.max_pending_input_bytes,
+                owner,
+            ),
         ) {
             Ok(()) => {
                 match self.shared.store_new(&session).await {
@@ -260,9 +264,15 @@ impl Connection {
     }
 }
 
-/// The options every gateway session opens with.
-fn options(lease: LeaseConfig, owner: Owner) -> OpenOptions<Owner> {
+/// The options every gateway session opens with: its audio held for the
+/// engine is bounded by `pending_bytes` (committed turns by the request
+/// table: each answer binds one).
+fn options(lease: LeaseConfig, pending_bytes: u32, owner: Owner) -> OpenOptions<Owner> {
     OpenOptions::new(owner, ())
         .modes(Modes::only(AUDIO).with(InputMode::TurnCommitOnly))
         .lease(lease)
+        .input_limits(InputLimits::new(
+            pending_bytes,
+            InputLimits::DEFAULT.turns(),
+        ))
 }

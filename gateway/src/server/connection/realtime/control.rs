@@ -63,6 +63,13 @@ impl Connection {
         };
         rt.conv.drop_pending();
         rt.keep();
+        // The audio held for the engine goes with it (as the release's
+        // `release_all_input_bytes`).
+        if let Some(held) = self.bound.as_ref() {
+            self.shared
+                .manager
+                .with_open(&held.session, |s, _| s.release_all_input());
+        }
         self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
             .await;
     }
