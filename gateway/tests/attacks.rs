@@ -431,20 +431,6 @@ mod authenticated {
     }
 }
 
-/// The next JSON event on a realtime socket.
-async fn json_next(ws: &mut Ws) -> serde_json::Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(20), ws.next())
-            .await
-            .expect("an event within 20 s")
-            .expect("open")
-            .expect("a message");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).expect("JSON");
-        }
-    }
-}
-
 /// The gateway's `/metrics` page, read with the admin token.
 async fn metrics(url: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -497,7 +483,7 @@ async fn many_large_configurations_at_once_stay_bounded() {
     for ws in &mut attackers {
         let (mut updated, mut refused) = (0, 0);
         while updated + refused < 1 + TRIES {
-            let event = json_next(ws).await;
+            let event = common::next_json(ws, Duration::from_secs(20)).await;
             match event["type"].as_str() {
                 Some("session.updated") => updated += 1,
                 Some("error") => {

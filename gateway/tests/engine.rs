@@ -10,10 +10,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use duplex_gateway::protocol::{encode_audio, ServerEvent};
 use duplex_gateway::Config;
-use duplex_testkit::socket::{connect, next, send, start};
-use futures_util::StreamExt;
+use duplex_testkit::socket::{connect, next, next_json, send, start};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
 fn parrot() -> Config {
     Config {
@@ -100,19 +98,6 @@ async fn the_parrot_says_each_turn_back_in_the_native_dialect() {
     assert_eq!(counters.responses_done, 2);
 }
 
-async fn realtime_next(ws: &mut duplex_testkit::socket::Ws) -> Value {
-    loop {
-        let message = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
-            .await
-            .expect("an event within 10 s")
-            .expect("open")
-            .expect("a message");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
-}
-
 #[tokio::test]
 async fn the_parrot_says_each_turn_back_in_the_realtime_dialect() {
     let (_gw, url, stop, server) = start(parrot()).await;
@@ -131,7 +116,7 @@ async fn the_parrot_says_each_turn_back_in_the_realtime_dialect() {
     send(&mut ws, json!({"type": "input_audio_buffer.commit"})).await;
     let mut heard = Vec::new();
     loop {
-        let event = realtime_next(&mut ws).await;
+        let event = next_json(&mut ws, std::time::Duration::from_secs(10)).await;
         match event["type"].as_str() {
             Some("response.output_audio.delta") => {
                 let piece = event["delta"].as_str().unwrap();
@@ -211,7 +196,7 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
     .await;
     let mut capabilities = Value::Null;
     loop {
-        let event = realtime_next(&mut ws).await;
+        let event = next_json(&mut ws, std::time::Duration::from_secs(10)).await;
         assert_ne!(event["type"], "error", "{event}");
         if event["type"] == "session.created" {
             capabilities = event["session"]["capabilities"].clone();
@@ -223,7 +208,8 @@ async fn the_engine_is_told_the_configuration_and_the_end() {
     // The engine's unit of input, as vllm-omni's clients read it.
     assert_eq!(capabilities["chunk_period_ms"], 80, "{capabilities}");
     send(&mut ws, json!({"type": "session.close"})).await;
-    while realtime_next(&mut ws).await["type"] != "session.closed" {}
+    while next_json(&mut ws, std::time::Duration::from_secs(10)).await["type"] != "session.closed" {
+    }
     let configs = recorder.configs.lock().unwrap().clone();
     assert_eq!(configs.len(), 1);
     let seen = &configs[0].1;

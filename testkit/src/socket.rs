@@ -132,16 +132,43 @@ pub async fn send(ws: &mut Ws, value: serde_json::Value) {
 /// # }
 /// ```
 pub async fn next(ws: &mut Ws) -> ServerEvent {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a reply within 10 s")
-            .expect("connection open")
-            .expect("no transport error");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).expect("valid server event");
+    serde_json::from_value(next_json(ws, Duration::from_secs(10)).await)
+        .expect("valid server event")
+}
+
+/// The next text message, as JSON (either dialect), within `within`: one
+/// deadline for the event, not one per frame (the server pings every few
+/// seconds, and a wait re-armed by each ping would never end).
+///
+/// # Panics
+///
+/// When nothing comes in time, the connection ends, or the message is
+/// not JSON.
+///
+/// ```no_run
+/// # async fn run() {
+/// use duplex_testkit::socket::*;
+/// let mut ws = connect("ws://127.0.0.1:8787/v1/realtime").await;
+/// let created = next_json(&mut ws, std::time::Duration::from_secs(10)).await;
+/// assert_eq!(created["type"], "session.created");
+/// # }
+/// ```
+pub async fn next_json(ws: &mut Ws, within: Duration) -> serde_json::Value {
+    let event = async {
+        loop {
+            let m = ws
+                .next()
+                .await
+                .expect("connection open")
+                .expect("no transport error");
+            if let Message::Text(t) = m {
+                return serde_json::from_str(t.as_str()).expect("a JSON event");
+            }
         }
-    }
+    };
+    tokio::time::timeout(within, event)
+        .await
+        .expect("an event in time")
 }
 
 /// The next reply that is not part of a response stream.
