@@ -334,13 +334,9 @@ impl Connection {
         };
         let stream = self.shared.journals.stream(&held.session);
         self.store_journal(&stream, &held).await;
-        let session = realtime::session_object(
-            &session_id,
-            epoch,
-            turn,
-            &config,
-            self.shared.config.engine.chunk_period_ms(),
-        );
+        let auto = auto_response(&config).unwrap_or(false);
+        let conv = Conversation::at((epoch, turn), auto, config);
+        let session = conv.session_object(&session_id, self.shared.config.engine.chunk_period_ms());
         // `session.created` is the socket's, not the journal's, as in the
         // contract: unnumbered, never replayed, and its resume token never
         // stored with the journal.
@@ -359,14 +355,12 @@ impl Connection {
         else {
             return;
         };
-        let auto = auto_response(&config).unwrap_or(false);
-        if !config.is_empty() {
+        if !conv.config.is_empty() {
             self.shared
                 .config
                 .engine
-                .configured(held.session.as_str(), &config);
+                .configured(held.session.as_str(), &conv.config);
         }
-        let conv = Conversation::at((epoch, turn), auto, config);
         self.rt = Some(Rt::new(stream, &held.client_id, attachment, conv));
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;
@@ -417,13 +411,9 @@ impl Connection {
             let engine = &self.shared.config.engine;
             engine.configured(session.as_str(), &rt.conv.config);
         }
-        let session = realtime::session_object(
-            &id,
-            rt.conv.epoch,
-            rt.conv.turn,
-            &rt.conv.config,
-            self.shared.config.engine.chunk_period_ms(),
-        );
+        let session = rt
+            .conv
+            .session_object(&id, self.shared.config.engine.chunk_period_ms());
         self.rt_send(vec![json!({"type": "session.updated", "session": session})])
             .await;
     }
@@ -521,7 +511,7 @@ impl Connection {
                         rt.keep();
                     }
                     if started {
-                        let item = format!("item_user_{}_{}", rt.conv.epoch, rt.conv.turn);
+                        let item = rt.conv.item();
                         let event = realtime::speech_started(&item);
                         rt.stream
                             .answer(rt.attachment, &self.outbox, vec![event])
@@ -552,7 +542,7 @@ impl Connection {
             self.rt_send(vec![e.to_value()]).await;
             return;
         }
-        let item = format!("item_user_{}_{}", rt.conv.epoch, rt.conv.turn);
+        let item = rt.conv.item();
         let transcript = rt.conv.take_transcript();
         let commit = realtime::Commit {
             item: &item,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::realtime::Rt;
 use super::Connection;
-use crate::protocol::realtime::{session_object, RealtimeError};
+use crate::protocol::realtime::RealtimeError;
 use crate::protocol::ServerEvent;
 use crate::server::stream::{Config, Conversation};
 
@@ -94,13 +94,7 @@ impl Connection {
             Some(kept) => kept.resumed((epoch, turn)),
             None => Conversation::at((epoch, turn), false, Config::default()),
         };
-        let session = session_object(
-            &session_id,
-            conv.epoch,
-            conv.turn,
-            &conv.config,
-            self.shared.config.engine.chunk_period_ms(),
-        );
+        let session = conv.session_object(&session_id, self.shared.config.engine.chunk_period_ms());
         let head = |generation: u64| {
             json!({
                 "type": "session.resumed",

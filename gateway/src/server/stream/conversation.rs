@@ -71,6 +71,28 @@ impl Conversation {
         Conversation { config, ..self }
     }
 
+    /// The user item of the turn being said: `item_user_<epoch>_<turn>`.
+    pub(crate) fn item(&self) -> String {
+        format!("item_user_{}_{}", self.epoch, self.turn)
+    }
+
+    /// The session object this conversation answers with (`session.created`,
+    /// `.updated`, `.resumed`): its configuration where its turns stand,
+    /// with the engine's chunk period.
+    pub(crate) fn session_object(
+        &self,
+        id: &str,
+        chunk_period_ms: Option<u32>,
+    ) -> serde_json::Value {
+        crate::protocol::realtime::session_object(
+            id,
+            self.epoch,
+            self.turn,
+            &self.config,
+            chunk_period_ms,
+        )
+    }
+
     /// The pending turn is dropped (cleared, or its input cancelled): its
     /// chunks stay the engine's old turn, and what comes next is a turn
     /// (and an item) of its own.
