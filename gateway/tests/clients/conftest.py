@@ -14,8 +14,12 @@ import json
 import os
 import re
 import subprocess
+import sys
+import tempfile
 import threading
 import time
+import types
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -106,6 +110,38 @@ def gateway(request):
 
 
 CHUNK = base64.b64encode(b"\0\1" * 320).decode()  # 20 ms of 16 kHz pcm16
+
+
+def require_release(what: str) -> None:
+    """Skips the test for want of ``what``; under
+    ``DUPLEX_REQUIRE_RELEASE=1`` (CI) fails it instead."""
+    if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
+        pytest.fail(f"DUPLEX_REQUIRE_RELEASE=1 but {what}")
+    pytest.skip(what)
+
+
+_RELEASE_ROOT: list[Path] = []
+
+
+def release_packages(*names: str) -> Path:
+    """vllm-omni 0.30.0's wheel (``DUPLEX_VLLM_OMNI_WHEEL``), unpacked once
+    per run, with ``names`` as bare packages over it: their modules import
+    as released, without the packages' ``__init__`` (which import vllm).
+    Returns where it is unpacked."""
+    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
+    if not wheel or not os.path.exists(wheel):
+        require_release("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
+    if not _RELEASE_ROOT:
+        root = Path(tempfile.mkdtemp(prefix="vllm-omni-0.30.0-"))
+        zipfile.ZipFile(wheel).extractall(root)
+        sys.path.insert(0, str(root))
+        _RELEASE_ROOT.append(root)
+    root = _RELEASE_ROOT[0]
+    for name in names:
+        package = types.ModuleType(name)
+        package.__path__ = [str(root / name.replace(".", "/"))]
+        sys.modules.setdefault(name, package)
+    return root
 
 
 def start_parrot(required_by: str) -> tuple[subprocess.Popen, str]:

@@ -18,13 +18,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import sys
-import types
-import zipfile
 
-import pytest
 import websockets
+
+from conftest import release_packages
 
 CHUNK = base64.b64encode(bytes(640)).decode()
 
@@ -40,20 +37,8 @@ SCRIPT = [
 COMPARED = ("item_id", "previous_item_id", "audio_start_ms", "audio_end_ms", "content_index", "transcript")
 
 
-def release_projection(tmp_path_factory):
-    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
-    if not wheel or not os.path.exists(wheel):
-        if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
-            pytest.fail("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
-        pytest.skip("needs vllm-omni 0.30.0's wheel (DUPLEX_VLLM_OMNI_WHEEL)")
-    root = tmp_path_factory.mktemp("release")
-    zipfile.ZipFile(wheel).extractall(root)
-    # Bare packages: their __init__ files import vllm.
-    for name in ("vllm_omni", "vllm_omni.engine", "vllm_omni.engine.duplex"):
-        package = types.ModuleType(name)
-        package.__path__ = [str(root / name.replace(".", "/"))]
-        sys.modules.setdefault(name, package)
-    sys.path.insert(0, str(root))
+def release_projection():
+    release_packages("vllm_omni", "vllm_omni.engine", "vllm_omni.engine.duplex")
     from vllm_omni.engine.duplex import realtime_events
     from vllm_omni.engine.duplex.commands import Commit
 
@@ -141,8 +126,8 @@ def shape(events: list[dict]) -> list[tuple]:
     return out
 
 
-def test_input_events_are_the_release_s(gateway, tmp_path_factory):
-    rte, Commit = release_projection(tmp_path_factory)
+def test_input_events_are_the_release_s(gateway):
+    rte, Commit = release_projection()
     expected = shape(oracle(rte, Commit))
     gw = gateway()
     seen = shape(asyncio.run(asyncio.wait_for(gateway_events(gw.url), timeout=60)))

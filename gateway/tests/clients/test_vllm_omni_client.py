@@ -16,15 +16,11 @@ import importlib.util
 import io
 import json
 import math
-import os
-import sys
-import types
 import wave
-import zipfile
 
 import pytest
 
-from conftest import start_parrot
+from conftest import release_packages, start_parrot
 
 # 200 ms of 16 kHz pcm16 that no two turns share.
 def speech(turn: int, ms: int = 200) -> bytes:
@@ -33,25 +29,8 @@ def speech(turn: int, ms: int = 200) -> bytes:
 
 def released_client():
     """``vllm_omni.clients.duplex`` from the wheel, as released."""
-    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
-    if not wheel or not os.path.exists(wheel):
-        if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
-            pytest.fail("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
-        pytest.skip("needs vllm-omni 0.30.0's wheel (DUPLEX_VLLM_OMNI_WHEEL)")
-    archive = zipfile.ZipFile(wheel)
-    for parent in ("vllm_omni", "vllm_omni.clients"):
-        if parent not in sys.modules:
-            package = types.ModuleType(parent)
-            package.__path__ = []
-            sys.modules[parent] = package
-    module = None
-    for name in ("vllm_omni.clients.utils", "vllm_omni.clients.duplex"):
-        path = name.replace(".", "/") + ".py"
-        module = types.ModuleType(name)
-        module.__spec__ = importlib.util.spec_from_loader(name, loader=None)
-        sys.modules[name] = module
-        exec(compile(archive.read(path).decode(), path, "exec"), module.__dict__)
-    return module
+    release_packages("vllm_omni", "vllm_omni.clients")
+    return importlib.import_module("vllm_omni.clients.duplex")
 
 
 @pytest.fixture

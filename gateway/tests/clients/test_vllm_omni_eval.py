@@ -17,42 +17,24 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import sys
-import types
 import wave
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import start_parrot
+from conftest import release_packages, require_release, start_parrot
 
 PACKAGES = ("vllm_omni", "vllm_omni.benchmarks", "vllm_omni.benchmarks.duplex", "vllm_omni.clients",
             "vllm_omni.experimental", "vllm_omni.experimental.fullduplex", "vllm_omni.metrics")
 
 
-def require(what: str):
-    if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
-        pytest.fail(f"DUPLEX_REQUIRE_RELEASE=1 but {what}")
-    pytest.skip(what)
-
-
-def released_runner(root: Path):
-    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
-    if not wheel or not os.path.exists(wheel):
-        require("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
+def released_runner():
     for module in ("av", "PIL", "prettytable", "regex", "pybase64", "websockets", "numpy"):
         try:
             __import__(module)
         except ImportError:
-            require(f"the eval runner's dependency {module} is not installed")
-    zipfile.ZipFile(wheel).extractall(root)
-    for name in PACKAGES:
-        package = types.ModuleType(name)
-        package.__path__ = [str(root / name.replace(".", "/"))]
-        sys.modules.setdefault(name, package)
-    sys.path.insert(0, str(root))
+            require_release(f"the eval runner's dependency {module} is not installed")
+    release_packages(*PACKAGES)
     from vllm_omni.benchmarks.duplex import omni_duplex_eval_dataset, omni_duplex_eval_runner
 
     return omni_duplex_eval_dataset.DuplexSample, omni_duplex_eval_runner.generate_sample
@@ -94,7 +76,7 @@ def parrot_url():
 
 
 def test_the_eval_runner_generates_a_sample_to_its_response_done(parrot_url, tmp_path):
-    DuplexSample, generate_sample = released_runner(tmp_path / "release")
+    DuplexSample, generate_sample = released_runner()
     media = tmp_path / "media"
     media.mkdir()
     tone(media / "voice.wav", 3.0, 24_000, 180.0)
