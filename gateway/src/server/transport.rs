@@ -180,17 +180,24 @@ pub(crate) async fn run<S>(
                 while let Some(message) = next.take() {
                     match message {
                         Some(Ok(Message::Text(text))) => {
+                            let events = cost(text.len());
                             // At most the burst: a large message is slow
                             // to come again, never refused for good.
-                            let n = cost(text.len()).min(limits.events_burst);
+                            let n = events.min(limits.events_burst);
                             if text.len() > crate::protocol::MAX_MESSAGE {
                                 // A large message waits for its budget and
                                 // the gateway's, and nothing more is read
                                 // meanwhile: its sender is held back by TCP
                                 // instead of costing the gateway its bytes.
-                                let _ = rate.until_n_ready(n).await;
-                                let _ = shared.large_messages.until_n_ready(cost(text.len())).await;
-                                conn.on_text(text.as_str()).await;
+                                // A shutdown does not wait for it.
+                                let budgets = async {
+                                    let _ = rate.until_n_ready(n).await;
+                                    let _ = shared.large_messages.until_n_ready(events).await;
+                                };
+                                tokio::select! {
+                                    () = budgets => conn.on_text(text.as_str()).await,
+                                    () = &mut stop => ended = Some(End::Shutdown),
+                                }
                             } else if rate.check_n(n).is_ok_and(|r| r.is_ok()) {
                                 conn.on_text(text.as_str()).await;
                             } else {
