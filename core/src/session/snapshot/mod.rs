@@ -383,8 +383,16 @@ impl<S: State, P: Profile> Session<S, P> {
         out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
         out.put(&self.config_generation)?;
         out.put(self.resumed_by().unwrap_or_default())?;
+        // Four varints, written as the cursor's `[u64; 4]` is: the same
+        // bytes as at their own widths, without another serializer's code
+        // in the firmware.
         let (limits, pending) = (self.input.limits(), self.input.pending());
-        out.put(&(limits.bytes(), limits.turns(), pending.bytes, pending.turns))?;
+        out.put(&[
+            u64::from(limits.bytes()),
+            u64::from(limits.turns()),
+            u64::from(pending.bytes),
+            u64::from(pending.turns),
+        ])?;
         out.put(&self.session_config)?;
         out.put(&self.runtime_config)?;
         Ok(out.finish())
@@ -509,15 +517,11 @@ impl<P: Profile> AnySession<P> {
         // Version 2 kept no control id: its resumes were not named.
         let resumed_by: &str = if version >= 3 { input.take()? } else { "" };
         // Before version 4 no input was reserved: the defaults, nothing pending.
-        let (bytes_limit, turns_limit, bytes, turns): (u32, u16, u32, u16) = if version >= 4 {
+        let input_parts: [u64; 4] = if version >= 4 {
             input.take()?
         } else {
-            (
-                InputLimits::DEFAULT.bytes(),
-                InputLimits::DEFAULT.turns(),
-                0,
-                0,
-            )
+            let limits = InputLimits::DEFAULT;
+            [u64::from(limits.bytes()), u64::from(limits.turns()), 0, 0]
         };
         let session_config: P::SessionConfig = input.take()?;
         let runtime_config: P::RuntimeConfig = input.take()?;
@@ -595,6 +599,15 @@ impl<P: Profile> AnySession<P> {
         });
         let completed = Completed::<P::Tables>::from_records(completed_limit, modes, records)
             .map_err(SnapshotError::Inconsistent)?;
+        let [bytes_limit, turns_limit, bytes, turns] = input_parts;
+        let narrow = |(bytes, turns): (u64, u64)| -> Result<(u32, u16), SnapshotError> {
+            Ok((
+                u32::try_from(bytes).map_err(|_| SnapshotError::Malformed)?,
+                u16::try_from(turns).map_err(|_| SnapshotError::Malformed)?,
+            ))
+        };
+        let (bytes_limit, turns_limit) = narrow((bytes_limit, turns_limit))?;
+        let (bytes, turns) = narrow((bytes, turns))?;
         let input = InputBudget::from_parts(
             InputLimits::new(bytes_limit, turns_limit),
             PendingInput { bytes, turns },
