@@ -149,7 +149,7 @@ struct Args {
     #[arg(long, default_value_t = 5.0)]
     shutdown_grace_s: f64,
     /// KiB of audio one session may hold that its engine has not taken up
-    /// (appended since the last answered commit, clear or barge-in); more
+    /// (appended since the last commit, clear or barge-in); more
     /// is refused `input_backpressure`.
     #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(0..=4_194_303))]
     max_pending_input_kib: u32,

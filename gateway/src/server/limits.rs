@@ -48,7 +48,7 @@ pub struct Limits {
     /// they are cut. Every session is closed either way.
     pub shutdown_grace: Duration,
     /// Audio bytes one session may hold that its engine has not taken up
-    /// (appended since the last answered commit, clear or barge-in); an
+    /// (appended since the last commit, clear or barge-in); an
     /// append past it is refused (`input_backpressure`) and changes
     /// nothing. vllm-omni 0.30's default, 16 MiB: about 8.7 minutes of
     /// 16 kHz 16-bit audio.

@@ -273,8 +273,8 @@ def test_audio_past_the_session_s_budget_is_backpressure(gateway):
     """With 1 KiB held for the engine at most, a second 640-byte chunk of an
     uncommitted turn is refused ``input_backpressure`` (type
     ``rate_limit_error``, as vllm-omni's errors map it) and applied
-    nowhere; a clear gives the budget back, and so does a commit the engine
-    answers."""
+    nowhere; a clear gives the budget back, and so does a commit, answered
+    or not."""
     gw = gateway("--max-pending-input-kib", "1")
 
     async def talk():
@@ -292,6 +292,10 @@ def test_audio_past_the_session_s_budget_is_backpressure(gateway):
         await c.send({"type": "input_audio_buffer.append", "event_id": "a4", "audio": CHUNK})
         await c.send({"type": "input_audio_buffer.commit", "event_id": "c2", "response_create": False})
         second = await c.until("input_audio_buffer.committed")
+        # Committed without a response, the turn is the engine's all the same.
+        await c.send({"type": "input_audio_buffer.append", "event_id": "a5", "audio": CHUNK})
+        await c.send({"type": "input_audio_buffer.commit", "event_id": "c3", "response_create": False})
+        await c.until("input_audio_buffer.committed")
         errors = [e for e in c.events.values() if e["type"] == "error"] + [
             e for e in c.unnumbered if e["type"] == "error"
         ]
@@ -301,7 +305,7 @@ def test_audio_past_the_session_s_budget_is_backpressure(gateway):
     assert refused["error"]["code"] == "input_backpressure", refused
     assert refused["error"]["type"] == "rate_limit_error", refused
     assert refused["error"]["event_id"] == "a2", refused
-    # The one refusal; the chunks after the clear and after the commit went in.
+    # The one refusal; the chunks after the clear and after each commit went in.
     assert len(errors) == 1, errors
     assert second["item_id"] != committed["item_id"], (committed, second)
 

@@ -559,6 +559,10 @@ impl Connection {
         rt.stream.made_item(&item).await;
         rt.conv.last_item = Some(item);
         rt.conv.pending = false;
+        // The turn is the engine's now, answered or not: its audio no
+        // longer counts against the session's budget.
+        self.release_input();
+        let Some(rt) = self.rt.as_mut() else { return };
         rt.conv.turn += 1;
         rt.keep();
         let respond = response_create.unwrap_or(rt.conv.auto_response);

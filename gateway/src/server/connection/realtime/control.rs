@@ -65,13 +65,19 @@ impl Connection {
         rt.keep();
         // The audio held for the engine goes with it (as the release's
         // `release_all_input_bytes`).
+        self.release_input();
+        self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
+            .await;
+    }
+
+    /// The session's audio held for its engine is given back: the input
+    /// was committed (the engine has the turn) or cleared.
+    pub(super) fn release_input(&self) {
         if let Some(held) = self.bound.as_ref() {
             self.shared
                 .manager
                 .with_open(&held.session, |s, _| s.release_all_input());
         }
-        self.rt_send(vec![json!({"type": "input_audio_buffer.cleared"})])
-            .await;
     }
 
     /// `response.cancel`, `output_audio_buffer.clear`, `input.cancel`.
