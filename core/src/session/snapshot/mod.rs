@@ -269,7 +269,7 @@ pub const fn max_snapshot_len(
         + varint(16) // completed-append limit (up to 256)
         + u64v // config generation
         + id_len(id_len_max) // the control id of the last resume (version 3)
-        + 2 * (varint(32) + varint(16)) // input limits and pending input (version 4)
+        + 1 + 2 * (varint(32) + varint(16)) // input limits and pending input (version 4)
 }
 
 impl<S: State, P: Profile> Session<S, P> {
@@ -383,16 +383,23 @@ impl<S: State, P: Profile> Session<S, P> {
         out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
         out.put(&self.config_generation)?;
         out.put(self.resumed_by().unwrap_or_default())?;
-        // Four varints, written as the cursor's `[u64; 4]` is: the same
-        // bytes as at their own widths, without another serializer's code
-        // in the firmware.
+        // A session at the default limits with nothing pending (a device's,
+        // always) is one byte, 0: six more in every flash save would cost
+        // the device an eighth of its flash's life. Otherwise 1 and four
+        // varints, written as the cursor's `[u64; 4]` is (the same bytes
+        // as at their own widths, without another serializer's code).
         let (limits, pending) = (self.input.limits(), self.input.pending());
-        out.put(&[
-            u64::from(limits.bytes()),
-            u64::from(limits.turns()),
-            u64::from(pending.bytes),
-            u64::from(pending.turns),
-        ])?;
+        if limits == InputLimits::DEFAULT && pending == PendingInput::default() {
+            out.put(&0_u8)?;
+        } else {
+            out.put(&1_u8)?;
+            out.put(&[
+                u64::from(limits.bytes()),
+                u64::from(limits.turns()),
+                u64::from(pending.bytes),
+                u64::from(pending.turns),
+            ])?;
+        }
         out.put(&self.session_config)?;
         out.put(&self.runtime_config)?;
         Ok(out.finish())
@@ -517,11 +524,14 @@ impl<P: Profile> AnySession<P> {
         // Version 2 kept no control id: its resumes were not named.
         let resumed_by: &str = if version >= 3 { input.take()? } else { "" };
         // Before version 4 no input was reserved: the defaults, nothing pending.
-        let input_parts: [u64; 4] = if version >= 4 {
-            input.take()?
-        } else {
+        let defaults = || {
             let limits = InputLimits::DEFAULT;
             [u64::from(limits.bytes()), u64::from(limits.turns()), 0, 0]
+        };
+        let input_parts: [u64; 4] = match (version >= 4).then(|| input.take::<u8>()) {
+            None | Some(Ok(0)) => defaults(),
+            Some(Ok(1)) => input.take()?,
+            Some(_) => return Err(SnapshotError::Malformed),
         };
         let session_config: P::SessionConfig = input.take()?;
         let runtime_config: P::RuntimeConfig = input.take()?;

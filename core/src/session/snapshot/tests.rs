@@ -59,7 +59,7 @@ struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K
     completed_limit: u16,
     config_generation: u64,
     resumed_by: &'a str,
-    input: (u32, u16, u32, u16),
+    input: Option<(u32, u16, u32, u16)>,
     session_config: SC,
     runtime_config: RC,
 }
@@ -372,7 +372,7 @@ fn hostile_images_are_refused_with_the_specific_error() {
 
     for input in [(10, 1, 11, 0), (10, 1, 0, 2)] {
         let mut img = decode(&good);
-        img.input = input;
+        img.input = Some(input);
         assert!(matches!(
             refused(&encode(&img)),
             SnapshotError::Inconsistent(_)
@@ -634,7 +634,7 @@ fn an_image_of_version_3_restores_with_nothing_pending() {
     let mut buf = [0u8; MAX];
     let good = s.snapshot(&mut buf).unwrap().to_vec();
     let img = decode(&good);
-    assert_eq!(img.input, (64_000, 3, 6_400, 1));
+    assert_eq!(img.input, Some((64_000, 3, 6_400, 1)));
     // Version 3 ended with the control id (the configurations here
     // serialize to nothing): the same image without the input's tail.
     let mut tail = [0u8; 32];
@@ -645,4 +645,27 @@ fn an_image_of_version_3_restores_with_nothing_pending() {
     assert_eq!(restored.pending_input(), Ok(crate::PendingInput::default()));
     assert_eq!(restored.input_limits(), Ok(crate::InputLimits::DEFAULT));
     assert_eq!(facts(&restored), without_input(&facts(&s)));
+}
+
+#[test]
+fn a_session_at_the_default_input_limits_spends_one_byte_on_them() {
+    let f = Fence::new(id("mic"), 0);
+    let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO).unwrap();
+    let mut buf = [0u8; MAX];
+    let idle = s.snapshot(&mut buf).unwrap().to_vec();
+    assert_eq!(decode(&idle).input, None);
+    s.reserve_input(&f, 640).unwrap();
+    let holding = s.snapshot(&mut buf).unwrap().to_vec();
+    let limits = InputLimits::DEFAULT;
+    assert_eq!(
+        decode(&holding).input,
+        Some((limits.bytes(), limits.turns(), 640, 0))
+    );
+    assert_eq!(holding.len(), idle.len() + 8);
+    s.release_input(640);
+    assert_eq!(s.snapshot(&mut buf).unwrap(), &idle[..]);
+    // A tag that is neither is no image.
+    let mut bad = idle.clone();
+    *bad.last_mut().unwrap() = 2;
+    assert_eq!(refused(&bad), SnapshotError::Malformed);
 }
