@@ -386,9 +386,9 @@ impl Connection {
                 };
                 return Ok((cached, true));
             }
-            // The chunk is held for the engine until it answers the turn
-            // (or the input is dropped): past the session's budget it is
-            // refused, and an append refused after it gives it back.
+            // The chunk counts against the session's budget until its
+            // turn is committed (or the input is dropped): past the budget
+            // it is refused, and an append refused after it gives it back.
             let bytes = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
             s.reserve_input(&fence, bytes)?;
             let a = match s.append(&fence, AUDIO) {
