@@ -166,6 +166,16 @@ def start_parrot(required_by: str) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture
+def parrot_url():
+    """The parrot engine example serving on a free port (see
+    ``start_parrot``), stopped after the test."""
+    process, url = start_parrot("DUPLEX_REQUIRE_CLIENTS")
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
 def redis_url():
     """A throwaway ``redis-server`` (Debian's, from PATH) on a free port."""
     import shutil

@@ -20,7 +20,7 @@ import wave
 
 import pytest
 
-from conftest import release_packages, start_parrot
+from conftest import release_packages
 
 # 200 ms of 16 kHz pcm16 that no two turns share.
 def speech(turn: int, ms: int = 200) -> bytes:
@@ -31,14 +31,6 @@ def released_client():
     """``vllm_omni.clients.duplex`` from the wheel, as released."""
     release_packages("vllm_omni", "vllm_omni.clients")
     return importlib.import_module("vllm_omni.clients.duplex")
-
-
-@pytest.fixture
-def parrot_url():
-    process, url = start_parrot("DUPLEX_REQUIRE_CLIENTS")
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
 
 
 async def turn(client, pcm: bytes, cancel_at: int | None = None) -> tuple[bytes, object]:

@@ -20,9 +20,7 @@ import math
 import wave
 from pathlib import Path
 
-import pytest
-
-from conftest import release_packages, require_release, start_parrot
+from conftest import release_packages, require_release
 
 PACKAGES = ("vllm_omni", "vllm_omni.benchmarks", "vllm_omni.benchmarks.duplex", "vllm_omni.clients",
             "vllm_omni.experimental", "vllm_omni.experimental.fullduplex", "vllm_omni.metrics")
@@ -65,14 +63,6 @@ def video(path: Path, seconds: int, fps: int = 5) -> None:
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-
-
-@pytest.fixture
-def parrot_url():
-    process, url = start_parrot("DUPLEX_REQUIRE_CLIENTS")
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
 
 
 def test_the_eval_runner_generates_a_sample_to_its_response_done(parrot_url, tmp_path):
