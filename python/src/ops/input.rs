@@ -30,6 +30,22 @@ macro_rules! budget {
     }};
 }
 
+/// Runs `$body` with `$s`, the session's `AnySession`, and `$f`, the
+/// call's fence: the fence read first, refusals mapped as for every call.
+macro_rules! fenced {
+    ($self:ident, $py:ident, $fence:ident, |$s:ident, $f:ident| $body:expr) => {{
+        let arg = $self.arg($fence)?;
+        let cx = $self.cx($py);
+        $self.op($py, &arg, cx, |core, inner| {
+            let key = core.key;
+            each!(&mut *core.managers, |m| {
+                let $f = inner.fence(&arg, $self.classes())?;
+                m.update_at(key, |$s| $body).ok_or_else(gone)
+            })
+        })
+    }};
+}
+
 #[pymethods]
 impl PySession {
     /// Reserves `size` bytes of input before an append of that size is
@@ -41,31 +57,15 @@ impl PySession {
         size: &Bound<'_, PyAny>,
     ) -> PyResult<u32> {
         let size = args::integer::<u64>(size, "size", "0..2**64")?;
-        let arg = self.arg(fence)?;
-        let cx = self.cx(py);
-        self.op(py, &arg, cx, |core, inner| {
-            let key = core.key;
-            each!(&mut *core.managers, |m| {
-                let f = inner.fence(&arg, self.classes())?;
-                m.update_at(key, |s| s.reserve_input(&f, size).map(|p| p.bytes))
-                    .ok_or_else(gone)
-            })
-        })
+        fenced!(self, py, fence, |s, f| s
+            .reserve_input(&f, size)
+            .map(|p| p.bytes))
     }
 
     /// Reserves a committed turn before a commit is accepted; returns the
     /// pending turns.
     fn reserve_pending_turn(&self, py: Python<'_>, fence: &Bound<'_, PyAny>) -> PyResult<u16> {
-        let arg = self.arg(fence)?;
-        let cx = self.cx(py);
-        self.op(py, &arg, cx, |core, inner| {
-            let key = core.key;
-            each!(&mut *core.managers, |m| {
-                let f = inner.fence(&arg, self.classes())?;
-                m.update_at(key, |s| s.reserve_turn(&f).map(|p| p.turns))
-                    .ok_or_else(gone)
-            })
-        })
+        fenced!(self, py, fence, |s, f| s.reserve_turn(&f).map(|p| p.turns))
     }
 
     /// Gives back up to `size` reserved bytes; returns the pending bytes.
