@@ -34,7 +34,7 @@ impl Config {
         map: SessionConfig,
         budget: &Arc<AtomicUsize>,
     ) -> Result<Self, RealtimeError> {
-        let bytes = serde_json::to_vec(&map).map_or(0, |text| text.len());
+        let bytes = json_len(&map);
         if bytes > MAX_CONFIG {
             return Err(RealtimeError::invalid(
                 "too_large",
@@ -71,6 +71,23 @@ impl Config {
         }
         Config::new(map, budget)
     }
+}
+
+/// The length of `map` as JSON text, counted as it is written (a
+/// configuration may be a megabyte: it is measured, not copied).
+fn json_len(map: &SessionConfig) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, map).map_or(0, |()| count.0)
 }
 
 impl Deref for Config {
