@@ -98,7 +98,7 @@ pub struct PendingInput {
 /// (4 GiB and 65,535 turns are far past any limit a host sets; vllm-omni's
 /// defaults are 16 MiB and 4). What is pending
 /// never exceeds its limit: a reservation that would is refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct InputBudget {
     bytes: u32,
