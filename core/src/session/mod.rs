@@ -7,6 +7,7 @@
 //! | `live.rs` | `S: Live` (Open, Detached) | touch, resume, end_operation, commit_append, completed, record_completed, reserve, bind, accept_fence, cancel, replace_configs, deadline, due, expire, close |
 //! | `unfinished.rs` | `S: Unfinished` (Open, Detached, Closing) | begin_close, stage/resource ids, release, release_fence, inspection |
 //! | `input.rs` | `S: Attached` to reserve, `S: Unfinished` to release | reserve_input, reserve_turn, release_input, release_turn, release_all_input, cancel_pending_input, pending_input |
+//! | `overlap.rs` | `S: Attached` to decide, `S: Unfinished` to reset | decide_overlap, reset_overlap_speech, overlap_speech_ms, overlap_config |
 //! | `closing.rs` | `S: Finalizable` (Closing); `Closed` | finalize; close_reason |
 //! | this file | any state | open, fence, id, lease generation, state data |
 //!
@@ -20,6 +21,7 @@ mod closing;
 pub(crate) mod expiry;
 mod input;
 mod live;
+mod overlap;
 #[cfg(feature = "serde")]
 pub(crate) mod snapshot;
 pub(crate) mod state;
@@ -36,6 +38,7 @@ use crate::id::IdText as _;
 use crate::input::{InputBudget, InputLimits};
 use crate::lease::{Lease, LeaseConfig};
 use crate::mode::Modes;
+use crate::overlap::{OverlapConfig, OverlapPolicy, OverlapState};
 use crate::profile::{Conformance, IdOf, Profile, Tables};
 use crate::requests::Requests;
 use crate::storage::StoredId as _;
@@ -45,7 +48,7 @@ use state::{Open, State, StateKind};
 pub use live::Resumption;
 
 /// How a session is opened: capabilities, lease, completed-append limit,
-/// input limits and the two opaque configurations.
+/// input limits, overlap policy and the two opaque configurations.
 ///
 /// # Examples
 ///
@@ -70,6 +73,9 @@ pub struct OpenOptions<SC = (), RC = ()> {
     pub completed_limit: Option<usize>,
     /// Limits of pending input (default 16 MiB and 4 turns).
     pub input_limits: InputLimits,
+    /// How speech that overlaps the model's is treated (default
+    /// `listen_only`, 700 ms, 1,200 ms).
+    pub overlap: OverlapConfig,
     /// Opaque session configuration.
     pub session_config: SC,
     /// Opaque runtime configuration.
@@ -97,6 +103,7 @@ impl<SC, RC> OpenOptions<SC, RC> {
             lease: LeaseConfig::DEFAULT,
             completed_limit: None,
             input_limits: InputLimits::DEFAULT,
+            overlap: OverlapConfig::DEFAULT,
             session_config,
             runtime_config,
         }
@@ -151,6 +158,20 @@ impl<SC, RC> OpenOptions<SC, RC> {
     #[must_use]
     pub fn input_limits(mut self, limits: InputLimits) -> Self {
         self.input_limits = limits;
+        self
+    }
+
+    /// Sets the overlap policy and thresholds.
+    ///
+    /// ```
+    /// # use duplex_core::OpenOptions;
+    /// use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
+    /// let o = OpenOptions::default().overlap(OverlapConfig::new(OverlapPolicy::Thresholds, 500, 1_000));
+    /// assert_eq!(o.overlap.policy, OverlapPolicy::Thresholds);
+    /// ```
+    #[must_use]
+    pub fn overlap(mut self, overlap: OverlapConfig) -> Self {
+        self.overlap = overlap;
         self
     }
 }
@@ -209,6 +230,8 @@ pub struct Session<S = Open, P: Profile = Conformance> {
     requests: Requests<P::Tables>,
     completed: Completed<P::Tables>,
     input: InputBudget,
+    overlap: OverlapState,
+    overlap_policy: OverlapPolicy,
     config_generation: u64,
     session_config: P::SessionConfig,
     runtime_config: P::RuntimeConfig,
@@ -277,6 +300,8 @@ impl<P: Profile> Session<Open, P> {
             requests: Requests::new(),
             completed: Completed::new(limit, options.modes),
             input: InputBudget::new(options.input_limits),
+            overlap: OverlapState::new(options.overlap),
+            overlap_policy: options.overlap.policy,
             config_generation: 0,
             session_config: options.session_config,
             runtime_config: options.runtime_config,
@@ -325,6 +350,8 @@ impl<P: Profile> Session<Open, P> {
         self.requests.clear();
         self.completed.reset(limit, options.modes);
         self.input = InputBudget::new(options.input_limits);
+        self.overlap = OverlapState::new(options.overlap);
+        self.overlap_policy = options.overlap.policy;
         self.config_generation = 0;
         self.session_config = options.session_config;
         self.runtime_config = options.runtime_config;
@@ -369,6 +396,8 @@ impl<S: State, P: Profile> Session<S, P> {
             requests: self.requests,
             completed: self.completed,
             input: self.input,
+            overlap: self.overlap,
+            overlap_policy: self.overlap_policy,
             config_generation: self.config_generation,
             session_config: self.session_config,
             runtime_config: self.runtime_config,

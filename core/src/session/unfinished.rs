@@ -26,13 +26,15 @@ impl<S: State, P: Profile> Session<S, P> {
     }
 
     /// Acceptance after validation: an epoch change resets the append
-    /// cursor and clears the completed-append cache. Identity is unchanged
+    /// cursor, clears the completed-append cache and forgets the
+    /// overlapping speech heard (it belonged to the cancelled response). Identity is unchanged
     /// (validated), so only the position moves.
     #[inline]
     pub(super) fn accept_validated(&mut self, fence: &Fence<IdOf<P>>) {
         if fence.epoch != self.fence.epoch {
             self.cursor = crate::append::Cursor::default();
             self.completed.clear();
+            self.overlap.reset();
         }
         self.fence.epoch = fence.epoch;
         self.fence.turn = fence.turn;

@@ -15,6 +15,9 @@ use core::hint::black_box;
 use core::panic::PanicInfo;
 
 use duplex_core::id::IdText;
+use duplex_core::overlap::{
+    is_short_ack, Forced, Overlap, OverlapConfig, OverlapPolicy, OverlapRequest,
+};
 use duplex_core::profile::{device, server, Device, IdOf, Profile, Server};
 use duplex_core::storage::StoredId;
 use duplex_core::{
@@ -232,9 +235,15 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
         Some(Duration::from_millis(inp.u64())),
         Duration::from_millis(inp.u64()),
     );
+    let policy = OverlapPolicy::ALL[(inp.u32() % 3) as usize];
     let opts = OpenOptions::default()
         .modes(Modes::only(inp.mode()))
-        .lease(lease.unwrap_or_default());
+        .lease(lease.unwrap_or_default())
+        .overlap(OverlapConfig::new(
+            policy,
+            inp.u32() as u16,
+            inp.u32() as u16,
+        ));
     let Ok(s) = Session::open(base.clone(), opts, inp.now()) else {
         return 12;
     };
@@ -283,6 +292,22 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
                 .cancel_pending_input()
                 .map_or(29, |p| u64::from(p.bytes))
             ^ any.input_limits().map_or(30, |l| u64::from(l.bytes()));
+        let overlap = Overlap {
+            duration_ms: inp.u32(),
+            speech: inp.u32() % 2 == 0,
+            request: OverlapRequest::parse(inp.text()),
+            forced: Forced::from_flags(inp.u32() % 5 == 0, inp.u32() % 5 == 0),
+            vad_speech_started: [None, Some(false), Some(true)][(inp.u32() % 3) as usize],
+            short_ack_transcript: is_short_ack(inp.text()),
+        };
+        acc ^= any
+            .decide_overlap(&f, &overlap)
+            .map_or(31, |d| u64::from(d.overlap_speech_ms) ^ d.action as u64)
+            ^ any.reset_overlap_speech().map_or(32, u64::from)
+            ^ any.overlap_speech_ms().map_or(33, u64::from)
+            ^ any
+                .overlap_config()
+                .map_or(34, |c| u64::from(c.barge_in_ms));
         let mut held = duplex_core::RequestIds::new();
         any.held_request_ids(&mut held);
         acc ^= held.len() as u64 ^ any.deadline().map_or(8, Instant::as_millis);

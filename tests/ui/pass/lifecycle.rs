@@ -12,6 +12,7 @@ fn main() -> Result<(), Error> {
     open.append(&f, InputMode::TurnCommitOnly)?;
     open.reserve_input(&f, 640)?;
     open.reserve_turn(&f)?;
+    open.decide_overlap(&f, &overlap::Overlap::speech(300))?;
     let (open, _generation) = open.resume(&f, 0, Instant::ZERO)?; // takeover
 
     let mut detached: Session<Detached> = open.detach(&f, Instant::ZERO)?;
@@ -27,6 +28,7 @@ fn main() -> Result<(), Error> {
     detached.release(&cancelled);
     detached.replace_configs(None, None);
     let _ = (detached.release_input(320), detached.release_turn(), detached.pending_input());
+    let _ = (detached.reset_overlap_speech(), detached.overlap_speech_ms(), detached.overlap_config());
     let _ = (detached.deadline(), detached.due(Instant::ZERO));
     let f = f.with_epoch(1);
     let (open, _generation) = detached.resume(&f, 1, Instant::ZERO)?;
@@ -38,6 +40,7 @@ fn main() -> Result<(), Error> {
     closing.release(&[req]);
     closing.release_where(|id| id.as_str() == "other");
     let _ = (closing.release_all_input(), closing.cancel_pending_input(), closing.input_limits());
+    let _ = (closing.reset_overlap_speech(), closing.overlap_speech_ms());
     let released = closing.release_fence(&f);
     assert!(released.is_empty());
     let (closed, _released): (Session<Closed>, _) = closing.finalize();

@@ -25,41 +25,6 @@ pub(super) fn wrong_state<P: Profile>(operation: &'static str, typed: Option<&Ty
     }
 }
 
-/// Runs `$body` on a live session (Open or Detached), or fails with
-/// `wrong_state`.
-macro_rules! live {
-    ($any:expr, $op:literal, $s:ident => $body:expr) => {
-        match $any {
-            Some(Typed::Open($s, _)) => $body,
-            Some(Typed::Detached($s, _)) => $body,
-            other => Err(wrong_state($op, other.as_deref())),
-        }
-    };
-}
-
-/// Runs `$body` on an unfinished session (Open, Detached or Closing), or
-/// fails with `wrong_state`.
-macro_rules! unfinished {
-    ($any:expr, $op:literal, $s:ident => $body:expr) => {
-        match $any {
-            Some(Typed::Open($s, _)) => $body,
-            Some(Typed::Detached($s, _)) => $body,
-            Some(Typed::Closing($s, _)) => $body,
-            other => Err(wrong_state($op, other.as_deref())),
-        }
-    };
-}
-
-/// Runs `$body` on an open session, or fails with `wrong_state`.
-macro_rules! open {
-    ($any:expr, $op:literal, $s:ident => $body:expr) => {
-        match $any {
-            Some(Typed::Open($s, _)) => $body,
-            other => Err(wrong_state($op, other.as_deref())),
-        }
-    };
-}
-
 impl<P: Profile> AnySession<P> {
     /// The lease deadline of a live session (see [`Session::deadline`](crate::Session::deadline));
     /// `None` once closing.

@@ -8,19 +8,6 @@ use crate::fence::Fence;
 use crate::input::{InputLimits, PendingInput};
 use crate::profile::{IdOf, Profile};
 
-/// Runs `$body` on an unfinished session (Open, Detached or Closing), or
-/// fails with `wrong_state`.
-macro_rules! unfinished {
-    ($any:expr, $op:literal, $s:ident => $body:expr) => {
-        match $any {
-            Some(Typed::Open($s, _)) => Ok($body),
-            Some(Typed::Detached($s, _)) => Ok($body),
-            Some(Typed::Closing($s, _)) => Ok($body),
-            other => Err(wrong_state($op, other.as_deref())),
-        }
-    };
-}
-
 impl<P: Profile> AnySession<P> {
     /// Reserves `bytes` of input (Open; see
     /// [`Session::reserve_input`](crate::Session::reserve_input)).
@@ -92,7 +79,7 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_input(&mut self, bytes: u64) -> Result<PendingInput, Error> {
-        unfinished!(self.unclosed_mut(), "release_input", s => s.release_input(bytes))
+        unfinished!(self.unclosed_mut(), "release_input", s => Ok(s.release_input(bytes)))
     }
 
     /// Gives back one reserved turn (Open, Detached, Closing; see
@@ -111,7 +98,7 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_turn(&mut self) -> Result<PendingInput, Error> {
-        unfinished!(self.unclosed_mut(), "release_turn", s => s.release_turn())
+        unfinished!(self.unclosed_mut(), "release_turn", s => Ok(s.release_turn()))
     }
 
     /// Gives back every reserved byte, keeping the turns (see
@@ -130,7 +117,7 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn release_all_input(&mut self) -> Result<u32, Error> {
-        unfinished!(self.unclosed_mut(), "release_all_input", s => s.release_all_input())
+        unfinished!(self.unclosed_mut(), "release_all_input", s => Ok(s.release_all_input()))
     }
 
     /// Drops every pending reservation and says what it was (see
@@ -149,7 +136,7 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn cancel_pending_input(&mut self) -> Result<PendingInput, Error> {
-        unfinished!(self.unclosed_mut(), "cancel_pending_input", s => s.cancel_pending_input())
+        unfinished!(self.unclosed_mut(), "cancel_pending_input", s => Ok(s.cancel_pending_input()))
     }
 
     /// What the session holds of its client's input.
@@ -165,7 +152,7 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn pending_input(&self) -> Result<PendingInput, Error> {
-        unfinished!(self.unclosed(), "pending_input", s => s.pending_input())
+        unfinished!(self.unclosed(), "pending_input", s => Ok(s.pending_input()))
     }
 
     /// The session's input limits.
@@ -181,6 +168,6 @@ impl<P: Profile> AnySession<P> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn input_limits(&self) -> Result<InputLimits, Error> {
-        unfinished!(self.unclosed(), "input_limits", s => s.input_limits())
+        unfinished!(self.unclosed(), "input_limits", s => Ok(s.input_limits()))
     }
 }

@@ -89,9 +89,46 @@ macro_rules! each {
 }
 
 // After `each!`, so that the dynamic operations can use it.
+// The state guards of the dynamic API, shared by its files.
+/// Runs `$body` on a live session (Open or Detached), or fails with
+/// `wrong_state`.
+macro_rules! live {
+    ($any:expr, $op:literal, $s:ident => $body:expr) => {
+        match $any {
+            Some(Typed::Open($s, _)) => $body,
+            Some(Typed::Detached($s, _)) => $body,
+            other => Err(wrong_state($op, other.as_deref())),
+        }
+    };
+}
+
+/// Runs `$body` on an unfinished session (Open, Detached or Closing), or
+/// fails with `wrong_state`.
+macro_rules! unfinished {
+    ($any:expr, $op:literal, $s:ident => $body:expr) => {
+        match $any {
+            Some(Typed::Open($s, _)) => $body,
+            Some(Typed::Detached($s, _)) => $body,
+            Some(Typed::Closing($s, _)) => $body,
+            other => Err(wrong_state($op, other.as_deref())),
+        }
+    };
+}
+
+/// Runs `$body` on an open session, or fails with `wrong_state`.
+macro_rules! open {
+    ($any:expr, $op:literal, $s:ident => $body:expr) => {
+        match $any {
+            Some(Typed::Open($s, _)) => $body,
+            other => Err(wrong_state($op, other.as_deref())),
+        }
+    };
+}
+
 mod closing;
 mod dynamic;
 mod input;
+mod overlap;
 
 impl<P: Profile> AnySession<P> {
     /// The one place where an `AnySession` changes state: `step` takes the

@@ -22,17 +22,20 @@ use crate::append::Cursor;
 use crate::completed::Completed;
 use crate::error::Error;
 use crate::fence::{Fence, Position};
-use crate::input::{InputBudget, InputLimits, PendingInput};
 use crate::lease::{ActiveOps, CloseReason, Lease, LeaseConfig};
 use crate::mode::Modes;
 use crate::requests::Requests;
 use crate::time::{Duration, Instant};
 
+mod parts;
+
 /// The image format's version, the first byte of every image. Version 3
 /// added the control id of the session's last resume, version 4 the input
-/// limits and what is pending against them; restore reads versions 2 to 4
-/// (an older image restores with no control id, the default limits and
-/// nothing pending) and refuses any other.
+/// limits and what is pending against them, version 5 the overlap policy
+/// and the overlapping speech heard; restore reads versions 2 to 5 (an
+/// older image restores with no control id, the default limits and
+/// overlap policy, nothing pending and nothing heard) and refuses any
+/// other.
 ///
 /// ```
 /// # use duplex_core::*;
@@ -42,7 +45,7 @@ use crate::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub const SNAPSHOT_VERSION: u8 = 4;
+pub const SNAPSHOT_VERSION: u8 = 5;
 
 /// The oldest image version restore reads.
 const OLDEST_VERSION: u8 = 2;
@@ -270,6 +273,7 @@ pub const fn max_snapshot_len(
         + u64v // config generation
         + id_len(id_len_max) // the control id of the last resume (version 3)
         + 1 + 2 * (varint(32) + varint(16)) // input limits and pending input (version 4)
+        + 1 + 1 + 2 * varint(16) + varint(32) // overlap policy, thresholds, speech heard (version 5)
 }
 
 impl<S: State, P: Profile> Session<S, P> {
@@ -383,23 +387,8 @@ impl<S: State, P: Profile> Session<S, P> {
         out.put(&u16::try_from(self.completed.limit()).unwrap_or(u16::MAX))?;
         out.put(&self.config_generation)?;
         out.put(self.resumed_by().unwrap_or_default())?;
-        // A session at the default limits with nothing pending (a device's,
-        // always) is one byte, 0: six more in every flash save would cost
-        // the device an eighth of its flash's life. Otherwise 1 and four
-        // varints, written as the cursor's `[u64; 4]` is (the same bytes
-        // as at their own widths, without another serializer's code).
-        let (limits, pending) = (self.input.limits(), self.input.pending());
-        if limits == InputLimits::DEFAULT && pending == PendingInput::default() {
-            out.put(&0_u8)?;
-        } else {
-            out.put(&1_u8)?;
-            out.put(&[
-                u64::from(limits.bytes()),
-                u64::from(limits.turns()),
-                u64::from(pending.bytes),
-                u64::from(pending.turns),
-            ])?;
-        }
+        parts::put_input(&mut out, &self.input)?;
+        parts::put_overlap(&mut out, self.overlap, self.overlap_policy)?;
         out.put(&self.session_config)?;
         out.put(&self.runtime_config)?;
         Ok(out.finish())
@@ -523,16 +512,8 @@ impl<P: Profile> AnySession<P> {
         let config_generation: u64 = input.take()?;
         // Version 2 kept no control id: its resumes were not named.
         let resumed_by: &str = if version >= 3 { input.take()? } else { "" };
-        // Before version 4 no input was reserved: the defaults, nothing pending.
-        let defaults = || {
-            let limits = InputLimits::DEFAULT;
-            [u64::from(limits.bytes()), u64::from(limits.turns()), 0, 0]
-        };
-        let input_parts: [u64; 4] = match (version >= 4).then(|| input.take::<u8>()) {
-            None | Some(Ok(0)) => defaults(),
-            Some(Ok(1)) => input.take()?,
-            Some(_) => return Err(SnapshotError::Malformed),
-        };
+        let budget = parts::take_input(version, &mut input)?;
+        let (overlap, overlap_policy) = parts::take_overlap(version, &mut input)?;
         let session_config: P::SessionConfig = input.take()?;
         let runtime_config: P::RuntimeConfig = input.take()?;
 
@@ -609,22 +590,6 @@ impl<P: Profile> AnySession<P> {
         });
         let completed = Completed::<P::Tables>::from_records(completed_limit, modes, records)
             .map_err(SnapshotError::Inconsistent)?;
-        let [bytes_limit, turns_limit, bytes, turns] = input_parts;
-        let narrow = |(bytes, turns): (u64, u64)| -> Result<(u32, u16), SnapshotError> {
-            Ok((
-                u32::try_from(bytes).map_err(|_| SnapshotError::Malformed)?,
-                u16::try_from(turns).map_err(|_| SnapshotError::Malformed)?,
-            ))
-        };
-        let (bytes_limit, turns_limit) = narrow((bytes_limit, turns_limit))?;
-        let (bytes, turns) = narrow((bytes, turns))?;
-        let input = InputBudget::from_parts(
-            InputLimits::new(bytes_limit, turns_limit),
-            PendingInput { bytes, turns },
-        )
-        .ok_or(SnapshotError::Inconsistent(
-            "more input pending than the session's limits allow",
-        ))?;
         let session = Session {
             state: Open,
             fence,
@@ -632,7 +597,9 @@ impl<P: Profile> AnySession<P> {
             cursor,
             requests,
             completed,
-            input,
+            input: budget,
+            overlap,
+            overlap_policy,
             config_generation,
             session_config,
             runtime_config,

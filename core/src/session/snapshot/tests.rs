@@ -12,6 +12,7 @@ use crate::append::Finality;
 use crate::id::Id;
 use crate::lease::Activity;
 use crate::mode::InputMode;
+use crate::overlap::{Overlap, OverlapConfig, OverlapPolicy};
 use crate::requests::RequestState;
 use crate::OpenOptions;
 
@@ -60,6 +61,7 @@ struct Image<'a, SC, RC, const R: usize, const D: usize, const A: usize, const K
     config_generation: u64,
     resumed_by: &'a str,
     input: Option<(u32, u16, u32, u16)>,
+    overlap: Option<(u8, u16, u16, u32)>,
     session_config: SC,
     runtime_config: RC,
 }
@@ -76,7 +78,7 @@ fn facts(s: &Any) -> String {
         let ids =
             |it: &mut dyn Iterator<Item = &Id>| it.map(Id::as_str).collect::<Vec<_>>().join(",");
         format!(
-            "{:?} {} seq={} turn_seq={} gen={} by={:?} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?} input={:?}/{:?}",
+            "{:?} {} seq={} turn_seq={} gen={} by={:?} cfg={} last={} limit={} modes={:?} active=[{}] bindings={:?} resources={:?} completed=[{}] deadline={:?} input={:?}/{:?} overlap={}/{:?}",
             s.kind(),
             s.fence(),
             s.input_seq(),
@@ -94,6 +96,8 @@ fn facts(s: &Any) -> String {
             s.lease_config(),
             s.pending_input(),
             s.input_limits(),
+            s.overlap_speech_ms(),
+            s.overlap_config(),
         )
     }
     if let Some(s) = s.as_open() {
@@ -120,9 +124,11 @@ fn busy() -> (Any, Fence) {
     let opts = OpenOptions::default()
         .modes(Modes::only(InputMode::AppendAudioChunk))
         .completed_limit(5)
-        .input_limits(crate::InputLimits::new(64_000, 3));
+        .input_limits(crate::InputLimits::new(64_000, 3))
+        .overlap(OverlapConfig::new(OverlapPolicy::Thresholds, 500, 1_000));
     let mut s = Any::from(Session::open(f.clone(), opts, Instant::from_millis(100)).unwrap());
     s.reserve_input(&f, 6_400).unwrap();
+    s.decide_overlap(&f, &Overlap::speech(300)).unwrap();
     s.reserve_turn(&f).unwrap();
     s.append(&f, InputMode::AppendAudioChunk).unwrap();
     s.append(&f, InputMode::AppendAudioChunk).unwrap();
@@ -378,6 +384,12 @@ fn hostile_images_are_refused_with_the_specific_error() {
             SnapshotError::Inconsistent(_)
         ));
     }
+    let mut img = decode(&good);
+    img.overlap = Some((3, 700, 1_200, 0));
+    assert_eq!(
+        refused(&encode(&img)),
+        SnapshotError::Inconsistent("an unknown overlap policy")
+    );
 
     let mut img = decode(&good);
     img.profile[4] = 16;
@@ -551,14 +563,23 @@ fn hostile_images_are_refused_with_the_specific_error() {
 
 /// The facts of [`busy`]'s session as an image from before version 4
 /// restores them: the default limits, nothing pending.
-fn without_input(facts: &str) -> String {
-    let busy =
-        "input=PendingInput { bytes: 6400, turns: 1 }/InputLimits { bytes: 64000, turns: 3 }";
-    assert!(facts.contains(busy), "{facts}");
-    facts.replace(
-        busy,
-        "input=PendingInput { bytes: 0, turns: 0 }/InputLimits { bytes: 16777216, turns: 4 }",
-    )
+fn without_extras(facts: &str, version: u8) -> String {
+    let mut facts = String::from(facts);
+    let mut forget = |busy: &str, default: &str| {
+        assert!(facts.contains(busy), "{facts}");
+        facts = facts.replace(busy, default);
+    };
+    forget(
+        "overlap=300/OverlapConfig { policy: Thresholds, short_ack_ms: 500, barge_in_ms: 1000 }",
+        "overlap=0/OverlapConfig { policy: ListenOnly, short_ack_ms: 700, barge_in_ms: 1200 }",
+    );
+    if version < 4 {
+        forget(
+            "input=PendingInput { bytes: 6400, turns: 1 }/InputLimits { bytes: 64000, turns: 3 }",
+            "input=PendingInput { bytes: 0, turns: 0 }/InputLimits { bytes: 16777216, turns: 4 }",
+        );
+    }
+    facts
 }
 
 /// The image of version 2: the same fields, without the control id of the
@@ -622,29 +643,32 @@ fn an_image_of_version_2_still_restores() {
     assert_eq!(restored.resumed_by(), None);
     assert_eq!(
         facts(&restored),
-        without_input(&facts(&s)).replace("by=Some(\"ctl\")", "by=None")
+        without_extras(&facts(&s), 2).replace("by=Some(\"ctl\")", "by=None")
     );
     // And it is written back as the current version.
     assert_eq!(restored.snapshot(&mut buf).unwrap()[0], SNAPSHOT_VERSION);
 }
 
 #[test]
-fn an_image_of_version_3_restores_with_nothing_pending() {
+fn images_of_versions_3_and_4_restore_with_the_defaults() {
     let (s, _) = busy();
     let mut buf = [0u8; MAX];
     let good = s.snapshot(&mut buf).unwrap().to_vec();
     let img = decode(&good);
     assert_eq!(img.input, Some((64_000, 3, 6_400, 1)));
-    // Version 3 ended with the control id (the configurations here
-    // serialize to nothing): the same image without the input's tail.
+    assert_eq!(img.overlap, Some((2, 500, 1_000, 300)));
+    // Version 3 ended with the control id, version 4 with the input (the
+    // configurations here serialize to nothing): the image without the
+    // later sections.
     let mut tail = [0u8; 32];
-    let tail = postcard::to_slice(&img.input, &mut tail).unwrap().len();
-    let mut old = good[..good.len() - tail].to_vec();
-    old[0] = 3;
-    let restored = Any::restore(&old).expect("a version 3 image restores");
-    assert_eq!(restored.pending_input(), Ok(crate::PendingInput::default()));
-    assert_eq!(restored.input_limits(), Ok(crate::InputLimits::DEFAULT));
-    assert_eq!(facts(&restored), without_input(&facts(&s)));
+    let overlap = postcard::to_slice(&img.overlap, &mut tail).unwrap().len();
+    let input = postcard::to_slice(&img.input, &mut tail).unwrap().len();
+    for (version, cut) in [(4, overlap), (3, overlap + input)] {
+        let mut old = good[..good.len() - cut].to_vec();
+        old[0] = version;
+        let restored = Any::restore(&old).expect("an older image restores");
+        assert_eq!(facts(&restored), without_extras(&facts(&s), version));
+    }
 }
 
 #[test]
@@ -656,7 +680,7 @@ fn a_session_at_the_default_input_limits_spends_one_byte_on_them() {
     assert_eq!(decode(&idle).input, None);
     s.reserve_input(&f, 640).unwrap();
     let holding = s.snapshot(&mut buf).unwrap().to_vec();
-    let limits = InputLimits::DEFAULT;
+    let limits = crate::InputLimits::DEFAULT;
     assert_eq!(
         decode(&holding).input,
         Some((limits.bytes(), limits.turns(), 640, 0))
@@ -664,8 +688,12 @@ fn a_session_at_the_default_input_limits_spends_one_byte_on_them() {
     assert_eq!(holding.len(), idle.len() + 8);
     s.release_input(640);
     assert_eq!(s.snapshot(&mut buf).unwrap(), &idle[..]);
-    // A tag that is neither is no image.
-    let mut bad = idle.clone();
-    *bad.last_mut().unwrap() = 2;
-    assert_eq!(refused(&bad), SnapshotError::Malformed);
+    // The overlap section is one byte too, at the defaults; a tag that is
+    // neither 0 nor 1, in either section, is no image.
+    assert_eq!(decode(&idle).overlap, None);
+    for at in [idle.len() - 2, idle.len() - 1] {
+        let mut bad = idle.clone();
+        bad[at] = 2;
+        assert_eq!(refused(&bad), SnapshotError::Malformed);
+    }
 }
