@@ -63,6 +63,7 @@ mod host;
 mod inputs;
 mod manager;
 pub mod metrics;
+mod overlaps;
 mod sessions;
 mod shared;
 mod view;
@@ -76,6 +77,7 @@ pub use error::Error;
 pub use host::Host;
 pub use inputs::InputBudgets;
 pub use manager::{At, ManagerConfig, NotImported, Released, SessionKey, SessionManager};
+pub use overlaps::Overlaps;
 pub use sessions::Sessions;
 pub use shared::{
     default_shards, AdmissionPermit, ReaperStats, ReaperThread, SharedClock, SharedKey,

@@ -1,6 +1,7 @@
 //! [`SessionView`]: an owned, read-only view of a session's facts.
 
 use duplex_core::id::IdText;
+use duplex_core::overlap::OverlapConfig;
 use duplex_core::profile::{Profile, Tables};
 use duplex_core::storage::StoredId;
 use duplex_core::{
@@ -62,6 +63,10 @@ pub struct SessionView<I = Id> {
     pub pending_input: PendingInput,
     /// The session's input limits.
     pub input_limits: InputLimits,
+    /// Overlapping speech heard since the last reset, in ms.
+    pub overlap_speech_ms: u32,
+    /// The session's overlap policy and thresholds.
+    pub overlap: OverlapConfig,
 }
 
 impl<I: IdText> SessionView<I> {
@@ -108,6 +113,8 @@ impl<I: IdText> SessionView<I> {
             modes: s.modes(),
             pending_input: s.pending_input(),
             input_limits: s.input_limits(),
+            overlap_speech_ms: s.overlap_speech_ms(),
+            overlap: s.overlap_config(),
         }
     }
 }

@@ -74,6 +74,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (s.clone(), 0u16..700).prop_map(|(s, bytes)| Op::ReleaseInput { s, bytes }),
         2 => s.clone().prop_map(|s| Op::ReleaseTurn { s }),
         1 => (s.clone(), any::<bool>()).prop_map(|(s, turns_too)| Op::DropInput { s, turns_too }),
+        3 => (s.clone(), rel(), 0u16..700, any::<bool>(), 0u8..10)
+            .prop_map(|(s, f, ms, speech, request)| Op::DecideOverlap { s, f, ms, speech, request }),
+        1 => s.clone().prop_map(|s| Op::ResetOverlap { s }),
         3 => (s, rel(), 0u8..24, text("op")).prop_map(|(s, f, what, op)| Op::Keyed { s, f, what, op }),
     ]
 }

@@ -7,7 +7,9 @@ use duplex_core::profile::conformance;
 use duplex_core::{Fence, Id, StateKind};
 use duplex_std::SessionView;
 
-use super::{session, Op, Released, Views, COMPLETED_LIMIT, MAX_SESSIONS};
+use duplex_core::overlap::OverlapRequest;
+
+use super::{overlap_request, session, Op, Released, Views, COMPLETED_LIMIT, MAX_SESSIONS};
 
 /// Request ids whose `(stage, request)` resources left each session.
 fn vanished(before: &Views, after: &Views) -> Released {
@@ -63,6 +65,13 @@ pub(super) fn check_step(
             a.input_limits
         );
         if let Some(b) = before.get(s) {
+            ensure!(
+                a.fence.epoch == b.fence.epoch || a.overlap_speech_ms == 0,
+                "{s}: the epoch moved {} -> {} but {} ms of overlapping speech are still counted",
+                b.fence.epoch,
+                a.fence.epoch,
+                a.overlap_speech_ms
+            );
             if b.fence.incarnation == a.fence.incarnation {
                 ensure!(
                     not_behind(&b.fence, &a.fence),
@@ -140,6 +149,7 @@ pub(super) fn check_step(
         }
     }
     check_input(op, before, after)?;
+    check_overlap(op, before, after)?;
     if matches!(op, Op::Append { .. } | Op::Commit { .. }) {
         for (s, a) in after {
             let Some(b) = before.get(s) else { continue };
@@ -188,6 +198,42 @@ fn check_input(op: &Op, before: &Views, after: &Views) -> Result<(), String> {
     ensure!(
         (a.bytes, a.turns) == want,
         "{name}: after {op:?} pending input is {a:?}, expected {want:?} (was {b:?})"
+    );
+    Ok(())
+}
+
+/// What a successful overlap operation did to the speech its session has
+/// heard: a client's listen, continue or drop and a reset start again;
+/// its barge-in and silence keep the count; other speech adds to it
+/// (saturating, as the core does).
+fn check_overlap(op: &Op, before: &Views, after: &Views) -> Result<(), String> {
+    let s = match op {
+        Op::DecideOverlap { s, .. } | Op::ResetOverlap { s } => *s,
+        _ => return Ok(()),
+    };
+    let name = session(s).to_string();
+    let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) else {
+        return Ok(());
+    };
+    let heard = b.overlap_speech_ms;
+    let want = match op {
+        Op::DecideOverlap {
+            ms,
+            speech,
+            request,
+            ..
+        } => match overlap_request(*request) {
+            Some(OverlapRequest::BargeIn) => heard,
+            Some(_) => 0,
+            None if *speech => heard.saturating_add(u32::from(*ms)),
+            None => heard,
+        },
+        _ => 0,
+    };
+    ensure!(
+        a.overlap_speech_ms == want,
+        "{name}: after {op:?} {} ms of overlapping speech are counted, expected {want} (was {heard})",
+        a.overlap_speech_ms
     );
     Ok(())
 }

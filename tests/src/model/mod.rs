@@ -26,12 +26,13 @@
 use duplex_core::profile::Conformance;
 use std::collections::{BTreeMap, BTreeSet};
 
+use duplex_core::overlap::{Overlap, OverlapConfig, OverlapPolicy, OverlapRequest};
 use duplex_core::storage::Storage;
 use duplex_core::{
     Activity, CloseReason, Duration, Fence, Finality, Id, InputLimits, InputMode, LeaseConfig,
     ManualClock, OpenOptions, Reservation,
 };
-use duplex_std::{InputBudgets as _, Sessions as _};
+use duplex_std::{InputBudgets as _, Overlaps as _, Sessions as _};
 use duplex_std::{SessionManager, SessionView};
 
 /// The session ids the model uses.
@@ -43,6 +44,20 @@ pub const MAX_SESSIONS: usize = 2;
 pub const COMPLETED_LIMIT: usize = 4;
 /// The model's input limits (small, so that reservations reach them).
 pub const INPUT_LIMITS: InputLimits = InputLimits::new(1_000, 2);
+/// Every session's overlap rule: thresholds low enough that a few
+/// overlapping chunks reach each decision.
+pub const OVERLAP: OverlapConfig = OverlapConfig::new(OverlapPolicy::Thresholds, 300, 900);
+
+/// The client's request an [`Op::DecideOverlap`] names.
+pub fn overlap_request(request: u8) -> Option<OverlapRequest> {
+    [
+        None,
+        Some(OverlapRequest::BargeIn),
+        Some(OverlapRequest::Listen),
+        Some(OverlapRequest::Continue),
+        Some(OverlapRequest::Drop),
+    ][usize::from(request % 5)]
+}
 const MODES: [InputMode; 6] = InputMode::ALL;
 
 /// A fence relative to the session's current one (saturating at 0 and at
@@ -235,6 +250,20 @@ pub enum Op {
         s: usize,
         turns_too: bool,
     },
+    /// Decides on overlapping input: `ms` of speech or silence, with the
+    /// client's request `request % 5` (none, barge in, listen, continue,
+    /// drop).
+    DecideOverlap {
+        s: usize,
+        f: Rel,
+        ms: u16,
+        speech: bool,
+        request: u8,
+    },
+    /// Forgets the overlapping speech heard.
+    ResetOverlap {
+        s: usize,
+    },
     /// Through a `SessionKey` taken just before (`apply_at`, `update_at`,
     /// as the Python package calls): `what % 4` picks touch, detach, an
     /// append of `mode(what / 4)`, or ending operation `op`.
@@ -348,7 +377,8 @@ impl<M: Storage> Harness<'_, M> {
                     OpenOptions::new(0, 0)
                         .modes(modes)
                         .lease(lease)
-                        .input_limits(INPUT_LIMITS),
+                        .input_limits(INPUT_LIMITS)
+                        .overlap(OVERLAP),
                 )?;
                 self.incarnations[s % 3] = incarnation;
             }
@@ -406,6 +436,24 @@ impl<M: Storage> Harness<'_, M> {
                 } else {
                     self.m.release_all_input(&session(s))?;
                 }
+            }
+            Op::DecideOverlap {
+                s,
+                f,
+                ms,
+                speech,
+                request,
+            } => {
+                let input = Overlap {
+                    duration_ms: u32::from(ms),
+                    speech,
+                    request: overlap_request(request),
+                    ..Overlap::default()
+                };
+                self.m.decide_overlap(&self.fence(s, f), &input)?;
+            }
+            Op::ResetOverlap { s } => {
+                self.m.reset_overlap_speech(&session(s))?;
             }
             Op::BeginOp { s, f, op } => self.m.begin_operation(&self.fence(s, f), &op)?,
             Op::EndOp { s, f, op } => self.m.end_operation(&self.fence(s, f), &op)?,
