@@ -56,6 +56,13 @@ where
         .map_err(|_| value_error(format!("{name} must be an integer in {range}, got {value}")))
 }
 
+/// An optional argument that was passed, and not as `None`.
+pub(crate) fn given<'a, 'py>(
+    value: Option<&'a Bound<'py, PyAny>>,
+) -> Option<&'a Bound<'py, PyAny>> {
+    value.filter(|v| !v.is_none())
+}
+
 /// A stage id: an `int` in `0..2**32` (the core's `u32`).
 pub(crate) fn stage_id(value: &Bound<'_, PyAny>) -> PyResult<u32> {
     integer(value, "stage_id", "0..2**32")

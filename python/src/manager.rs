@@ -14,6 +14,7 @@ use crate::classes::HostClasses;
 use crate::convert::{self, names, FenceArg, FenceValues};
 use crate::errors::with_kind;
 use crate::host::{each, Profile};
+use crate::opening::{LimitArgs, SessionLimits};
 use crate::patch::{kwargs, shadowed};
 use crate::session::{let_go, Opening, PySession, SessionHost};
 
@@ -40,8 +41,8 @@ pub(crate) struct PyManager {
     clock: Arc<crate::shapes::PyClock>,
     max_sessions: Option<usize>,
     completed_limit: usize,
-    /// Each session's input limits.
-    input_limits: duplex_core::InputLimits,
+    /// Each session's input limits and overlap rule.
+    limits: SessionLimits,
     profile: Profile,
     default_lease: pyo3::sync::PyOnceLock<Py<PyAny>>,
     last_lease: Mutex<Option<(Py<PyAny>, duplex_core::LeaseConfig)>>,
@@ -125,17 +126,21 @@ impl PyManager {
     /// the default) or `"conformance"` (the traces' sizes, whose window is
     /// 8). `max_pending_input_bytes_per_session` and
     /// `max_pending_turns_per_session` are each session's input limits
-    /// (vllm-omni 0.30's names and defaults: 16 MiB and 4).
+    /// (vllm-omni 0.30's names and defaults: 16 MiB and 4);
+    /// `overlap_policy` (`"listen_only"`, `"barge_in_on_speech"` or
+    /// `"thresholds"`), `overlap_short_ack_ms` and `overlap_barge_in_ms`
+    /// its overlap rule (the release's names and defaults: `listen_only`,
+    /// 700, 1,200).
     #[new]
     #[classmethod]
     // The defaults are applied in the body, so that a value of the wrong
     // type is refused with `.kind`; the signature shows the seed's.
     #[pyo3(
-        signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = None, max_pending_input_bytes_per_session = None, max_pending_turns_per_session = None),
-        text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server', max_pending_input_bytes_per_session=16777216, max_pending_turns_per_session=4)"
+        signature = (*, clock = None, max_sessions = None, completed_append_limit = None, profile = None, max_pending_input_bytes_per_session = None, max_pending_turns_per_session = None, overlap_policy = None, overlap_short_ack_ms = None, overlap_barge_in_ms = None),
+        text_signature = "(*, clock=None, max_sessions=None, completed_append_limit=256, profile='server', max_pending_input_bytes_per_session=16777216, max_pending_turns_per_session=4, overlap_policy='listen_only', overlap_short_ack_ms=700, overlap_barge_in_ms=1200)"
     )]
-    // One parameter per Python keyword argument: the seed's and the
-    // release's two input limits.
+    // One parameter per Python keyword argument: the seed's, and the
+    // release's input limits and overlap rule.
     #[allow(clippy::too_many_arguments)]
     fn new(
         cls: &Bound<'_, pyo3::types::PyType>,
@@ -146,19 +151,18 @@ impl PyManager {
         profile: Option<&Bound<'_, PyAny>>,
         max_pending_input_bytes_per_session: Option<&Bound<'_, PyAny>>,
         max_pending_turns_per_session: Option<&Bound<'_, PyAny>>,
+        overlap_policy: Option<&Bound<'_, PyAny>>,
+        overlap_short_ack_ms: Option<&Bound<'_, PyAny>>,
+        overlap_barge_in_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let defaults = duplex_core::InputLimits::DEFAULT;
-        let bytes = match max_pending_input_bytes_per_session.filter(|v| !v.is_none()) {
-            Some(v) => args::integer::<u32>(v, "max_pending_input_bytes_per_session", "0..2**32")
-                .map_err(|e| with_kind(e, "invalid_config"))?,
-            None => defaults.bytes(),
-        };
-        let turns = match max_pending_turns_per_session.filter(|v| !v.is_none()) {
-            Some(v) => args::integer::<u16>(v, "max_pending_turns_per_session", "0..2**16")
-                .map_err(|e| with_kind(e, "invalid_config"))?,
-            None => defaults.turns(),
-        };
-        let input_limits = duplex_core::InputLimits::new(bytes, turns);
+        let limits = LimitArgs {
+            max_pending_input_bytes_per_session,
+            max_pending_turns_per_session,
+            overlap_policy,
+            overlap_short_ack_ms,
+            overlap_barge_in_ms,
+        }
+        .read()?;
         let config_int = |value: &Bound<'_, PyAny>, name: &str| -> PyResult<i64> {
             args::integer::<i64>(value, name, "1..2**63")
                 .map_err(|e| with_kind(e, "invalid_config"))
@@ -228,7 +232,7 @@ impl PyManager {
             clock: Arc::new(crate::shapes::PyClock::new(py, clock)),
             max_sessions,
             completed_limit: limit,
-            input_limits,
+            limits,
             profile,
             default_lease: pyo3::sync::PyOnceLock::new(),
             last_lease: Mutex::new(None),
@@ -270,7 +274,7 @@ impl PyManager {
                     .clone())
             })?,
             lease: duplex_core::LeaseConfig::default(),
-            input_limits: self.input_limits,
+            limits: self.limits,
             fence: arg,
             classes: self.classes.clone_ref(py),
         };

@@ -19,10 +19,116 @@ pub(crate) struct Opening<'py> {
     pub(crate) lease_config: Bound<'py, PyAny>,
     /// `lease_config` converted.
     pub(crate) lease: duplex_core::LeaseConfig,
-    /// The manager's input limits.
-    pub(crate) input_limits: duplex_core::InputLimits,
+    /// The manager's input limits and overlap rule.
+    pub(crate) limits: SessionLimits,
     /// The host's value classes.
     pub(crate) classes: Py<crate::classes::HostClasses>,
+}
+
+/// What a manager gives each of its sessions beyond the seed's: vllm-omni
+/// 0.30's input limits and overlap rule, from the manager's keywords.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SessionLimits {
+    pub(crate) input: duplex_core::InputLimits,
+    pub(crate) overlap: duplex_core::overlap::OverlapConfig,
+}
+
+/// The manager's keyword arguments that make [`SessionLimits`], each
+/// `None` for its default.
+pub(crate) struct LimitArgs<'a, 'py> {
+    pub(crate) max_pending_input_bytes_per_session: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) max_pending_turns_per_session: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) overlap_policy: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) overlap_short_ack_ms: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) overlap_barge_in_ms: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl LimitArgs<'_, '_> {
+    /// The limits, or the refusal of the first argument that is not one
+    /// (`.kind == "invalid_config"`).
+    pub(crate) fn read(&self) -> PyResult<SessionLimits> {
+        use crate::args::given;
+        use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
+        let config = |e| with_kind(e, "invalid_config");
+        let int = |v: Option<&Bound<'_, PyAny>>, name: &str, range: &str, default: u64| {
+            given(v).map_or(Ok(default), |v| {
+                crate::args::integer::<u64>(v, name, range).map_err(config)
+            })
+        };
+        let narrow = |value: u64, max: u64, name: &str, range: &str| {
+            if value > max {
+                return Err(config(crate::args::value_error(format!(
+                    "{name} must be an integer in {range}, got {value}"
+                ))));
+            }
+            Ok(value)
+        };
+        let input = duplex_core::InputLimits::DEFAULT;
+        let bytes = "max_pending_input_bytes_per_session";
+        let bytes = narrow(
+            int(
+                self.max_pending_input_bytes_per_session,
+                bytes,
+                "0..2**32",
+                input.bytes().into(),
+            )?,
+            u32::MAX.into(),
+            bytes,
+            "0..2**32",
+        )?;
+        let turns = "max_pending_turns_per_session";
+        let turns = narrow(
+            int(
+                self.max_pending_turns_per_session,
+                turns,
+                "0..2**16",
+                input.turns().into(),
+            )?,
+            u16::MAX.into(),
+            turns,
+            "0..2**16",
+        )?;
+        let overlap = OverlapConfig::DEFAULT;
+        let policy = match given(self.overlap_policy) {
+            None => overlap.policy,
+            Some(v) => {
+                let name = crate::args::text(v, "overlap_policy").map_err(config)?;
+                OverlapPolicy::parse(name).ok_or_else(|| {
+                    config(crate::args::value_error(format!(
+                        "overlap_policy must be \"listen_only\", \"barge_in_on_speech\" or \"thresholds\", got {name:?}"
+                    )))
+                })?
+            }
+        };
+        let ms = |v, name: &str, default: u16| -> PyResult<u16> {
+            let value = narrow(
+                int(v, name, "0..65536", default.into())?,
+                u16::MAX.into(),
+                name,
+                "0..65536",
+            )?;
+            Ok(u16::try_from(value).unwrap_or(u16::MAX))
+        };
+        Ok(SessionLimits {
+            input: duplex_core::InputLimits::new(
+                u32::try_from(bytes).unwrap_or(u32::MAX),
+                u16::try_from(turns).unwrap_or(u16::MAX),
+            ),
+            overlap: OverlapConfig::new(
+                policy,
+                ms(
+                    self.overlap_short_ack_ms,
+                    "overlap_short_ack_ms",
+                    overlap.short_ack_ms,
+                )?,
+                ms(
+                    self.overlap_barge_in_ms,
+                    "overlap_barge_in_ms",
+                    overlap.barge_in_ms,
+                )?,
+            ),
+        })
+    }
 }
 
 pub(crate) fn lease_of(config: &Bound<'_, PyAny>) -> PyResult<duplex_core::LeaseConfig> {

@@ -277,7 +277,8 @@ impl PySession {
         let options = duplex_core::OpenOptions::default()
             .modes(modes)
             .lease(o.lease)
-            .input_limits(o.input_limits);
+            .input_limits(o.limits.input)
+            .overlap(o.limits.overlap);
         let id = o.fence.session_id.to_str()?;
         let session = Py::new(
             py,

@@ -117,7 +117,7 @@ impl PySession {
                 runtime_config: runtime_config.filter(|c| !c.is_none()).cloned(),
                 lease: lease_of(&config)?,
                 lease_config: config,
-                input_limits: duplex_core::InputLimits::DEFAULT,
+                limits: crate::opening::SessionLimits::default(),
                 classes,
             };
             PySession::open(

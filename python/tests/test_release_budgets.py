@@ -6,9 +6,8 @@ reservations and releases of bytes and turns, input clears and cancels.
 
 The release passes the limits per call from its runtime configuration;
 ours holds them per session, given to the manager under the release's
-names. The same limits go to both. The wheel is named by
-`DUPLEX_VLLM_OMNI_WHEEL`; without it the test is reported skipped, unless
-`DUPLEX_REQUIRE_RELEASE=1` (CI), where it fails.
+names. The same limits go to both. `release.py` says how the wheel is
+found and loaded.
 
 Where ours differs on purpose (docs/guarantees.md): a refusal raises
 `input_backpressure` (the release answers False), and a reservation takes
@@ -16,40 +15,17 @@ the session's fence.
 """
 
 import importlib
-import logging
-import os
 import random
-import sys
-import types
 
 import pytest
 
 import duplex_session as d
-
-PACKAGES = ("vllm_omni", "vllm_omni.engine", "vllm_omni.engine.duplex", "vllm_omni.engine.duplex.session", "vllm_omni.metrics")
+from release import release_module
 
 
 def release_engine_session():
-    """The release's session module, imported from inside the wheel (a zip
-    on `__path__`) without running its packages' `__init__`, which import
-    vllm; `vllm.logger.init_logger` is the standard library's logger."""
-    wheel = os.environ.get("DUPLEX_VLLM_OMNI_WHEEL")
-    if not wheel or not os.path.exists(wheel):
-        if os.environ.get("DUPLEX_REQUIRE_RELEASE") == "1":
-            pytest.fail("DUPLEX_VLLM_OMNI_WHEEL does not name vllm-omni 0.30.0's wheel")
-        pytest.skip("needs vllm-omni 0.30.0's wheel (DUPLEX_VLLM_OMNI_WHEEL)")
-    for name in PACKAGES:
-        if name not in sys.modules:
-            package = types.ModuleType(name)
-            package.__path__ = [os.path.join(wheel, *name.split("."))]
-            sys.modules[name] = package
-    if "vllm.logger" not in sys.modules:
-        vllm, logger = types.ModuleType("vllm"), types.ModuleType("vllm.logger")
-        vllm.__path__ = []
-        logger.init_logger = logging.getLogger
-        sys.modules.setdefault("vllm", vllm)
-        sys.modules["vllm.logger"] = logger
-    return importlib.import_module("vllm_omni.engine.duplex.session.engine_session")
+    """The release's session module (see `release.py`)."""
+    return release_module("vllm_omni.engine.duplex.session.engine_session")
 
 
 def test_the_module_is_the_release_s_own():

@@ -9,42 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::args;
-use crate::errors::{core_error, gone, Context};
-use crate::host::each;
 use crate::session::PySession;
-
-/// Runs `$body` with `$s`, the session's `AnySession`, under the lock; a
-/// closed session holds no input and answers `$closed`.
-macro_rules! budget {
-    ($self:ident, $py:ident, $closed:expr, |$s:ident| $body:expr) => {{
-        let mut g = $self.lock($py);
-        match g.parts()?.0 {
-            None => Ok($closed),
-            Some(core) => {
-                let key = core.key;
-                each!(&mut *core.managers, |m| m.update_at(key, |$s| $body))
-                    .ok_or_else(gone)?
-                    .map_err(|e| core_error(e, Context::default()))
-            }
-        }
-    }};
-}
-
-/// Runs `$body` with `$s`, the session's `AnySession`, and `$f`, the
-/// call's fence: the fence read first, refusals mapped as for every call.
-macro_rules! fenced {
-    ($self:ident, $py:ident, $fence:ident, |$s:ident, $f:ident| $body:expr) => {{
-        let arg = $self.arg($fence)?;
-        let cx = $self.cx($py);
-        $self.op($py, &arg, cx, |core, inner| {
-            let key = core.key;
-            each!(&mut *core.managers, |m| {
-                let $f = inner.fence(&arg, $self.classes())?;
-                m.update_at(key, |$s| $body).ok_or_else(gone)
-            })
-        })
-    }};
-}
 
 #[pymethods]
 impl PySession {
