@@ -6,26 +6,32 @@
 #![no_std]
 #![no_main]
 
+use duplex_core::profile::Device;
 use duplex_core::*;
 use duplex_on_target::{entry, exit};
+
+/// The device profile: what a Cortex-M0 with 16 KB of RAM runs (a
+/// typed transition moves the session into a new value, and the compiler
+/// may keep several of them in one frame).
+type DeviceSession<S = Open> = Session<S, Device>;
 
 const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
 fn scenario() -> Result<(), Error> {
     let clock = ManualClock::new(Instant::ZERO);
-    let turn0 = Fence::new(Id::new("kitchen")?, 1);
+    let turn0 = Fence::new(profile::IdOf::<Device>::new("kitchen")?, 1);
     let lease = LeaseConfig::new(Some(Duration::from_secs(30)), Duration::from_secs(5))?;
     let opts = OpenOptions::default()
         .modes(Modes::only(AUDIO))
         .lease(lease);
-    let mut session = Session::open(turn0.clone(), opts, clock.now())?;
+    let mut session = DeviceSession::open_with_capacities(turn0.clone(), opts, clock.now())?;
     defmt::info!("opened {}", session.fence());
     for _ in 0..3 {
         let appended = session.append(&turn0, AUDIO)?;
         defmt::info!("chunk {}", appended);
         clock.advance(Duration::from_millis(20));
     }
-    session.bind(&turn0, 0, &Id::new("tts-1")?)?;
+    session.bind(&turn0, 0, &profile::IdOf::<Device>::new("tts-1")?)?;
     defmt::info!("answer bound on stage 0");
 
     let turn1 = turn0.clone().with_epoch(1);
