@@ -61,6 +61,33 @@ pub trait Overlaps<P: Profile = Conformance>: Sessions<P> {
         self.update(session, AnySession::reset_overlap_speech)
     }
 
+    /// Replaces the session's overlap rule, keeping the speech heard
+    /// (Open, Detached, Closing).
+    ///
+    /// # Errors
+    ///
+    /// `unknown_session`, `wrong_state`.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// # use duplex_std::*;
+    /// use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
+    /// let mut m = SessionManager::new(ManualClock::default(), ManagerConfig::default())?;
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// m.open(f.clone(), OpenOptions::default())?;
+    /// let rule = OverlapConfig::new(OverlapPolicy::BargeInOnSpeech, 700, 1_200);
+    /// m.set_overlap_config(&f.session, rule)?;
+    /// assert_eq!(m.overlap(&f.session)?.1, rule);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn set_overlap_config(
+        self,
+        session: &IdOf<P>,
+        config: OverlapConfig,
+    ) -> Result<(), Error<IdOf<P>>> {
+        self.update(session, |s| s.set_overlap_config(config))
+    }
+
     /// The overlapping speech heard, and the session's overlap
     /// configuration.
     ///

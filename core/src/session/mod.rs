@@ -7,7 +7,7 @@
 //! | `live.rs` | `S: Live` (Open, Detached) | touch, resume, end_operation, commit_append, completed, record_completed, reserve, bind, accept_fence, cancel, replace_configs, deadline, due, expire, close |
 //! | `unfinished.rs` | `S: Unfinished` (Open, Detached, Closing) | begin_close, stage/resource ids, release, release_fence, inspection |
 //! | `input.rs` | `S: Attached` to reserve, `S: Unfinished` to release | reserve_input, reserve_turn, release_input, release_turn, release_all_input, cancel_pending_input, pending_input |
-//! | `overlap.rs` | `S: Attached` to decide, `S: Unfinished` to reset | decide_overlap, reset_overlap_speech, overlap_speech_ms, overlap_config |
+//! | `overlap.rs` | `S: Attached` to decide, `S: Unfinished` for the rest | decide_overlap, reset_overlap_speech, set_overlap_config, overlap_speech_ms, overlap_config |
 //! | `closing.rs` | `S: Finalizable` (Closing); `Closed` | finalize; close_reason |
 //! | this file | any state | open, fence, id, lease generation, state data |
 //!

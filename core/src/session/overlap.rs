@@ -92,6 +92,29 @@ impl<S: State, P: Profile> Session<S, P> {
         self.overlap.speech_ms
     }
 
+    /// Replaces the overlap policy and thresholds (a client's
+    /// `session.update`); the speech heard so far is kept, and the next
+    /// decision reads the new rule.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// use duplex_core::overlap::{Overlap, OverlapAction, OverlapConfig, OverlapPolicy};
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
+    /// s.set_overlap_config(OverlapConfig::new(OverlapPolicy::BargeInOnSpeech, 700, 1_200));
+    /// assert_eq!(s.decide_overlap(&f, &Overlap::speech(20))?.action, OverlapAction::BargeIn);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn set_overlap_config(&mut self, config: OverlapConfig)
+    where
+        S: Unfinished,
+    {
+        let heard = self.overlap.speech_ms;
+        self.overlap = crate::overlap::OverlapState::new(config);
+        self.overlap.speech_ms = heard;
+        self.overlap_policy = config.policy;
+    }
+
     /// The session's overlap policy and thresholds.
     ///
     /// ```

@@ -73,6 +73,31 @@ impl<P: Profile> AnySession<P> {
         unfinished!(self.unclosed(), "overlap_speech_ms", s => Ok(s.overlap_speech_ms()))
     }
 
+    /// Replaces the overlap policy and thresholds (Open, Detached,
+    /// Closing; see
+    /// [`Session::set_overlap_config`](crate::Session::set_overlap_config)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongState`] once closed.
+    ///
+    /// ```
+    /// # use duplex_core::*;
+    /// use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
+    /// let f = Fence::new(Id::new("s")?, 0);
+    /// let mut s = AnySession::from(Session::open(f, OpenOptions::default(), Instant::ZERO)?);
+    /// let rule = OverlapConfig::new(OverlapPolicy::Thresholds, 500, 900);
+    /// s.set_overlap_config(rule)?;
+    /// assert_eq!(s.overlap_config()?, rule);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn set_overlap_config(&mut self, config: OverlapConfig) -> Result<(), Error> {
+        unfinished!(self.unclosed_mut(), "set_overlap_config", s => {
+            s.set_overlap_config(config);
+            Ok(())
+        })
+    }
+
     /// The session's overlap policy and thresholds (Open, Detached,
     /// Closing).
     ///
