@@ -110,6 +110,45 @@ def test_the_released_client_cancels_a_response_mid_speech(parrot_url):
     asyncio.run(run())
 
 
+def test_the_released_client_s_speech_over_the_answer_is_decided(parrot_url):
+    """The session's overlap rule, from the released client's own
+    ``SessionConfig.overlap_policy``: each chunk it sends over the parrot's
+    answer gets the contract's ``overlap.decision``; silence (the client's
+    ``is_speech``) is dropped and the answer goes on, speech barges in and
+    the answer ends cancelled; the next turn is answered whole."""
+    duplex = released_client()
+
+    async def decided(client, pcm: bytes, **hints) -> dict:
+        waiter = asyncio.create_task(client.wait_for("overlap.decision", timeout_s=10))
+        await asyncio.sleep(0)  # subscribed before the chunk goes
+        await client.append_audio(pcm, **hints)
+        return (await waiter).raw
+
+    async def run():
+        config = duplex.SessionConfig(overlap_policy="barge_in_on_speech")
+        async with duplex.DuplexClient(parrot_url, model="parrot", config=config) as client:
+            await client.stream_pcm(speech(0, ms=3000), realtime=False)
+            await client.commit()
+            async for response in client.responses():
+                quiet = await decided(client, speech(1, ms=100), is_speech=False)
+                loud = await decided(client, speech(1, ms=100))
+                await response.wait(10)
+                done = response.done_event.raw["response"]
+                break
+            heard, _ = await asyncio.wait_for(turn(client, speech(2)), 20)
+            return quiet, loud, done, heard
+
+    quiet, loud, done, heard = asyncio.run(run())
+    assert (quiet["action"], quiet["reason"]) == ("drop", "silence_or_noise"), quiet
+    assert (loud["action"], loud["reason"]) == ("barge_in", "policy_barge_in_on_speech"), loud
+    # The client's own duration hint, and the rule its config named.
+    assert (loud["policy"], loud["metadata"]["duration_ms"]) == ("barge_in_on_speech", 100), loud
+    assert done["status"] == "cancelled", done
+    # The chunk that barged in began the next turn: the parrot says it back
+    # before the turn's own audio.
+    assert heard == speech(1, ms=100) + speech(2)
+
+
 def reference_voice(seconds: float = 5.0, rate: int = 24_000) -> str:
     """A reference voice as vllm-omni's presets send it: a WAV data URL
     (5 s at 24 kHz: about 320 KB, five times the gateway's other events)."""

@@ -35,13 +35,18 @@ struct Peek<'a> {
     kind: std::borrow::Cow<'a, str>,
     #[serde(default)]
     server_event_seq: Option<u64>,
+    /// An `overlap.decision`'s action.
+    #[serde(default, borrow)]
+    action: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl Peek<'_> {
     /// A streaming event the client only lets pass (numbered, counted by
     /// its number): a response's own events but its `response.done`, a
     /// commit's (speech starting and stopping around it, in the
-    /// contract), `session.updated`.
+    /// contract), `session.updated`, and the overlap decision on each
+    /// chunk sent while a response streams, which for this client's loud
+    /// audio under the session's default rule (`listen_only`) is to listen.
     fn passing(&self) -> bool {
         let k = self.kind.as_ref();
         k != "response.done"
@@ -50,7 +55,8 @@ impl Peek<'_> {
                 || k.starts_with("input_audio_buffer.speech_")
                 || k == "rate_limits.updated"
                 || k == "input_audio_buffer.committed"
-                || k == "session.updated")
+                || k == "session.updated"
+                || (k == "overlap.decision" && self.action.as_deref() == Some("listen")))
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::borrow::Cow;
 
-use super::{RealtimeEvent, MAX_EVENT_ID, MAX_MESSAGE};
+use serde::de::IgnoredAny;
+
+use super::{AppendHints, RealtimeEvent, MAX_EVENT_ID, MAX_MESSAGE};
 
 /// The fields of the events a streaming client sends many times a second
 /// (an append and a heartbeat per chunk, an acknowledgement now and
@@ -22,6 +24,48 @@ struct Hot<'a> {
     server_event_seq: Option<u64>,
     #[serde(default, borrow)]
     transcript: Option<Text<'a>>,
+    /// An append's overlap hints (`AppendHints`): any of them sends the
+    /// append to the full decoder, which reads them as the release does.
+    #[serde(default)]
+    duration_ms: Option<IgnoredAny>,
+    #[serde(default)]
+    audio_duration_ms: Option<IgnoredAny>,
+    #[serde(default)]
+    is_speech: Option<IgnoredAny>,
+    #[serde(default)]
+    speech: Option<IgnoredAny>,
+    #[serde(default)]
+    speech_probability: Option<IgnoredAny>,
+    #[serde(default)]
+    vad: Option<IgnoredAny>,
+    #[serde(default)]
+    overlap_action: Option<IgnoredAny>,
+    #[serde(default)]
+    overlap: Option<IgnoredAny>,
+    #[serde(default)]
+    force_barge_in: Option<IgnoredAny>,
+    #[serde(default)]
+    force_listen: Option<IgnoredAny>,
+}
+
+impl Hot<'_> {
+    /// Whether the message carries an overlap hint.
+    fn hinted(&self) -> bool {
+        [
+            &self.duration_ms,
+            &self.audio_duration_ms,
+            &self.is_speech,
+            &self.speech,
+            &self.speech_probability,
+            &self.vad,
+            &self.overlap_action,
+            &self.overlap,
+            &self.force_barge_in,
+            &self.force_listen,
+        ]
+        .iter()
+        .any(|hint| hint.is_some())
+    }
 }
 
 /// A string field that borrows from the message unless it has escapes.
@@ -37,7 +81,7 @@ struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 /// copying the chunk's audio out of the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HotEvent<'a> {
-    /// `input_audio_buffer.append` (or an alias).
+    /// `input_audio_buffer.append` (or an alias), without overlap hints.
     Append {
         event_id: Option<Cow<'a, str>>,
         audio: Cow<'a, str>,
@@ -61,6 +105,7 @@ impl HotEvent<'_> {
                 event_id: event_id.map(Cow::into_owned),
                 audio: audio.into_owned(),
                 transcript: transcript.map(Cow::into_owned),
+                hints: AppendHints::default(),
             },
             HotEvent::Heartbeat => RealtimeEvent::Heartbeat,
             HotEvent::EventAck { seq } => RealtimeEvent::EventAck { seq },
@@ -77,12 +122,13 @@ pub(crate) fn decode_hot(text: &str) -> Option<HotEvent<'_>> {
         return None;
     }
     let hot: Hot<'_> = serde_json::from_str(text).ok()?;
+    let hinted = hot.hinted();
     let event_id = hot.event_id.map(|Text(id)| id);
     if event_id.as_ref().is_some_and(|id| id.len() > MAX_EVENT_ID) {
         return None;
     }
     match hot.kind.as_ref() {
-        "input_audio_buffer.append" | "input.audio.append" | "push_chunk" => {
+        "input_audio_buffer.append" | "input.audio.append" | "push_chunk" if !hinted => {
             Some(HotEvent::Append {
                 event_id,
                 audio: hot.audio?.0,

@@ -15,6 +15,7 @@
 mod audio;
 mod contract;
 mod hot;
+mod overlap;
 mod server;
 
 use std::borrow::Cow;
@@ -25,6 +26,8 @@ use serde_json::{json, Map, Value};
 pub use audio::audio_delta;
 pub use contract::{contract_code, contract_codes};
 pub(crate) use hot::{decode_hot, HotEvent};
+pub(crate) use overlap::pcm16_ms;
+pub use overlap::{overlap_decision, overlap_rule, pcm16_is_speech, AppendHints};
 pub use server::{
     capabilities, heartbeat_ack, response_ended, response_opened, session_object, speech_started,
     text_delta, Commit, ResponseIds,
@@ -47,7 +50,7 @@ pub const MAX_EVENT_ID: usize = 256;
 /// use duplex_gateway::protocol::realtime::{decode, RealtimeEvent};
 ///
 /// let e = decode(r#"{"type":"input_audio_buffer.append","event_id":"e1","audio":"AAA="}"#)?;
-/// assert_eq!(e, RealtimeEvent::Append { event_id: Some("e1".into()), audio: "AAA=".into(), transcript: None });
+/// assert_eq!(e, RealtimeEvent::Append { event_id: Some("e1".into()), audio: "AAA=".into(), transcript: None, hints: Default::default() });
 /// # Ok::<(), duplex_gateway::protocol::realtime::RealtimeError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +89,8 @@ pub enum RealtimeEvent {
         /// What the chunk says, if the client knows (the contract's
         /// `transcript` hint): the commit's item carries the turn's.
         transcript: Option<String>,
+        /// What the client said of the chunk for the overlap decision.
+        hints: AppendHints,
     },
     /// `input_audio_buffer.commit` (or `input.commit`): the turn ends.
     Commit {
@@ -104,8 +109,8 @@ pub enum RealtimeEvent {
         /// The client's event id.
         event_id: Option<String>,
     },
-    /// `response.cancel` (also `output_audio_buffer.clear` and
-    /// `input.cancel`): barge-in.
+    /// `response.cancel` (also `output_audio_buffer.clear`,
+    /// `input.cancel` and `barge_in`): barge-in.
     ResponseCancel {
         /// The client's event id.
         event_id: Option<String>,
@@ -124,7 +129,7 @@ pub enum RealtimeEvent {
         body: Map<String, Value>,
     },
     /// A contract event the stand-in engine cannot honour (server VAD,
-    /// tools, text items, barge-in signals): refused with the contract's
+    /// tools, text items, turn signals): refused with the contract's
     /// error, never accepted silently.
     Unsupported {
         /// The client's event id.
@@ -440,6 +445,7 @@ pub(crate) fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
                 event_id,
                 audio,
                 transcript,
+                hints: AppendHints::of(&body),
             }
         }
         "input_audio_buffer.commit" | "input.commit" => {
@@ -494,11 +500,15 @@ pub(crate) fn decode_tree(text: &str) -> Result<RealtimeEvent, RealtimeError> {
             kind: "conversation.item.truncate",
             body,
         },
-        "barge_in" | "turn.signal" | "signal_turn" => RealtimeEvent::Unsupported {
+        "barge_in" => RealtimeEvent::ResponseCancel {
+            event_id,
+            kind: "barge_in",
+        },
+        "turn.signal" | "signal_turn" => RealtimeEvent::Unsupported {
             event_id,
             code: "unsupported_capability",
             message: format!(
-                "`{kind}` needs capabilities.supports_barge_in, which this gateway does not advertise; send response.cancel"
+                "`{kind}` is not supported: this gateway takes no turn signals; send barge_in or response.cancel to interrupt, input_audio_buffer.commit to end a turn"
             ),
         },
         "conversation.item.create"

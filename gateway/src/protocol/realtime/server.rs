@@ -19,7 +19,7 @@ const RENDERED: usize = 320;
 /// ```
 /// let c = duplex_gateway::protocol::realtime::capabilities(Some(80));
 /// assert_eq!(c["supports_session_resume"], true);
-/// assert_eq!(c["supports_barge_in"], false);
+/// assert_eq!(c["supports_barge_in"], true);
 /// assert_eq!(c["session_admission_mode"], "serving_managed");
 /// assert_eq!(c["chunk_period_ms"], 80);
 /// assert!(duplex_gateway::protocol::realtime::capabilities(None)["chunk_period_ms"].is_null());
@@ -28,7 +28,7 @@ pub fn capabilities(chunk_period_ms: Option<u32>) -> Value {
     json!({
         "implementation_level": "serving_session_adapter",
         "supports_input_append": true,
-        "supports_barge_in": false,
+        "supports_barge_in": true,
         "supports_session_resume": true,
         "supports_session_lease": true,
         "supports_multi_session": true,

@@ -36,6 +36,11 @@ fn message() -> impl Strategy<Value = String> {
         Just("transcript"),
         Just("type"),
         Just("other"),
+        Just("is_speech"),
+        Just("vad"),
+        Just("overlap_action"),
+        Just("force_listen"),
+        Just("duration_ms"),
     ];
     (
         kind,
@@ -147,4 +152,91 @@ fn a_session_update_may_carry_a_reference_voice() {
     );
     let refused = decode(&huge).unwrap_err();
     assert_eq!(refused.to_value()["error"]["code"], "too_large");
+}
+
+/// An append with an overlap hint is read by the full decoder, which
+/// reads every hint as the release does (a hint of another type is no
+/// hint, flags are truthy, `overlap` stands in for an empty
+/// `overlap_action`).
+#[test]
+fn overlap_hints_are_read_as_the_release_reads_them() {
+    use super::overlap::HINT_KEYS;
+    use super::{AppendHints, RealtimeEvent};
+    use duplex_core::overlap::{Forced, OverlapRequest};
+
+    let hints = |extra: &str| {
+        let text = format!(r#"{{"type":"input_audio_buffer.append","audio":"AAA="{extra}}}"#);
+        let hot = super::decode_hot(&text).is_some();
+        match decode(&text) {
+            Ok(RealtimeEvent::Append { hints, .. }) => (hot, hints),
+            other => panic!("{text}: {other:?}"),
+        }
+    };
+    assert_eq!(hints(""), (true, AppendHints::default()));
+    for key in HINT_KEYS {
+        let (hot, _) = hints(&format!(r#","{key}":true"#));
+        assert!(!hot, "{key} is left to the full decoder");
+        assert_eq!(
+            hints(&format!(r#","{key}":null"#)),
+            (true, AppendHints::default())
+        );
+    }
+    let cases = [
+        (
+            r#","is_speech":"yes","speech":false"#,
+            AppendHints {
+                speech: Some(false),
+                ..AppendHints::default()
+            },
+        ),
+        (
+            r#","vad":{"speech_probability":0.7,"speech_started":true}"#,
+            AppendHints {
+                speech: Some(true),
+                vad_speech_started: Some(true),
+                ..AppendHints::default()
+            },
+        ),
+        // `vad.get("speech_probability", vad.get("probability"))`: present, not a number.
+        (
+            r#","vad":{"speech_probability":"high","probability":0.9}"#,
+            AppendHints::default(),
+        ),
+        (
+            r#","speech_probability":0.2"#,
+            AppendHints {
+                speech: Some(false),
+                ..AppendHints::default()
+            },
+        ),
+        (
+            r#","overlap_action":"","overlap":"ignore""#,
+            AppendHints {
+                request: Some(OverlapRequest::Drop),
+                ..AppendHints::default()
+            },
+        ),
+        (
+            r#","overlap_action":5,"overlap":"ignore""#,
+            AppendHints::default(),
+        ),
+        (r#","overlap_action":"shout""#, AppendHints::default()),
+        (
+            r#","force_barge_in":"yes","force_listen":true"#,
+            AppendHints {
+                forced: Some(Forced::BargeIn),
+                ..AppendHints::default()
+            },
+        ),
+        (
+            r#","force_barge_in":0,"force_listen":1"#,
+            AppendHints {
+                forced: Some(Forced::Listen),
+                ..AppendHints::default()
+            },
+        ),
+    ];
+    for (extra, want) in cases {
+        assert_eq!(hints(extra), (false, want), "{extra}");
+    }
 }

@@ -13,7 +13,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{Applied, Connection};
-use crate::protocol::realtime::{self, error_for, HotEvent, RealtimeError, RealtimeEvent};
+use crate::protocol::realtime::{
+    self, error_for, AppendHints, HotEvent, RealtimeError, RealtimeEvent,
+};
 use crate::protocol::ServerEvent;
 use crate::server::stream::{Config, Conversation, SessionConfig, Store, Stream};
 
@@ -100,7 +102,8 @@ impl Connection {
             }) => {
                 events_in.bump("input_audio_buffer.append");
                 if !self.told_moved().await {
-                    self.rt_append(event_id.as_deref(), &audio, transcript.as_deref())
+                    let hints = AppendHints::default();
+                    self.rt_append(event_id.as_deref(), &audio, transcript.as_deref(), hints)
                         .await;
                 }
                 return;
@@ -270,8 +273,9 @@ impl Connection {
                 event_id,
                 audio,
                 transcript,
+                hints,
             } => {
-                self.rt_append(event_id.as_deref(), &audio, transcript.as_deref())
+                self.rt_append(event_id.as_deref(), &audio, transcript.as_deref(), hints)
                     .await;
             }
             RealtimeEvent::Commit {
@@ -308,8 +312,12 @@ impl Connection {
         config: SessionConfig,
         event_id: Option<String>,
     ) {
-        // The configuration is measured and charged before the session
-        // opens: a refused one opens nothing.
+        // The configuration is checked, measured and charged before the
+        // session opens: a refused one opens nothing.
+        let overlap = match self.overlap_asked(&config) {
+            Ok(rule) => rule,
+            Err(e) => return self.config_refused(e, event_id).await,
+        };
         let config = match Config::new(config, &self.shared.journals.config_bytes) {
             Ok(config) => config,
             Err(e) => return self.config_refused(e, event_id).await,
@@ -332,6 +340,7 @@ impl Connection {
         let Some(held) = self.bound.clone() else {
             return;
         };
+        self.set_overlap(overlap);
         let stream = self.shared.journals.stream(&held.session);
         self.store_journal(&stream, &held).await;
         let auto = auto_response(&config).unwrap_or(false);
@@ -389,6 +398,10 @@ impl Connection {
     }
 
     async fn rt_update(&mut self, update: SessionConfig, event_id: Option<String>) {
+        let overlap = match self.overlap_asked(&update) {
+            Ok(rule) => rule,
+            Err(e) => return self.config_refused(e, event_id).await,
+        };
         let Some(rt) = self.rt.as_mut() else { return };
         match rt
             .conv
@@ -398,6 +411,8 @@ impl Connection {
             Ok(merged) => rt.conv.config = Arc::new(merged),
             Err(e) => return self.config_refused(e, event_id).await,
         }
+        self.set_overlap(overlap);
+        let Some(rt) = self.rt.as_mut() else { return };
         if let Some(auto) = auto_response(&rt.conv.config) {
             rt.conv.auto_response = auto;
         }
@@ -446,7 +461,13 @@ impl Connection {
         self.rt_send(vec![answer]).await;
     }
 
-    async fn rt_append(&mut self, event_id: Option<&str>, audio: &str, transcript: Option<&str>) {
+    async fn rt_append(
+        &mut self,
+        event_id: Option<&str>,
+        audio: &str,
+        transcript: Option<&str>,
+        hints: AppendHints,
+    ) {
         let (Some(held), Some(rt)) = (self.bound.clone(), self.rt.as_mut()) else {
             self.rt_send(vec![Self::no_session(event_id.map(str::to_owned))])
                 .await;
@@ -464,7 +485,6 @@ impl Connection {
             rt.anonymous += 1;
             Cow::Owned(format!("~{}.{}", rt.attachment, rt.anonymous))
         };
-        let connection_fence = (rt.conv.epoch, rt.conv.turn);
         let key = match self.id(&op, Some(&op)) {
             Ok(key) => key,
             Err(refusal) => {
@@ -484,7 +504,18 @@ impl Connection {
         // across it: its count shares a cache line with the lock the
         // engine's task takes, and a chunk would pay for that line twice.
         let first = self.rt.as_ref().and_then(|rt| rt.stream.fence_of(&key));
-        let (epoch, turn) = first.unwrap_or(connection_fence);
+        // Over the model's speech, on the contract's paths, the session
+        // decides what the chunk is (a chunk sent again was decided when
+        // it first came).
+        if first.is_none() && self.contract() && !self.rt_overlap(&chunk, transcript, hints).await {
+            self.audio = chunk;
+            return;
+        }
+        let Some(rt) = self.rt.as_ref() else {
+            self.audio = chunk;
+            return;
+        };
+        let (epoch, turn) = first.unwrap_or((rt.conv.epoch, rt.conv.turn));
         let applied = self.append_chunk(held, &key, epoch, turn, &chunk).await;
         self.audio = chunk;
         // An append is answered by nothing in this dialect.
@@ -624,3 +655,4 @@ impl Connection {
 }
 
 mod control;
+mod overlap;

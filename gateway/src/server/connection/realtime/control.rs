@@ -80,7 +80,8 @@ impl Connection {
         }
     }
 
-    /// `response.cancel`, `output_audio_buffer.clear`, `input.cancel`.
+    /// `response.cancel`, `output_audio_buffer.clear`, `input.cancel`,
+    /// `barge_in`.
     /// Active work is cancelled by a barge-in: the epoch moves on, the
     /// engine's requests of the old one are released once, and each
     /// response in progress ends `cancelled` (nothing of it is sent
@@ -113,12 +114,24 @@ impl Connection {
                     return;
                 }
             }
-            "input.cancel" if !responding => {
+            "input.cancel" | "barge_in" if !responding => {
                 self.rt_clear_input(event_id).await;
                 return;
             }
             _ => {}
         }
+        let reason = match kind {
+            "response.cancel" => "client_cancelled",
+            "output_audio_buffer.clear" => "output_audio_buffer_clear",
+            _ => "barge_in",
+        };
+        self.rt_barge_in(event_id, reason).await;
+    }
+
+    /// A barge-in: the epoch moves on, the engine's requests of the old
+    /// one are released once, the pending turn is dropped, and each
+    /// response in progress ends `cancelled` for `reason`.
+    pub(super) async fn rt_barge_in(&mut self, event_id: Option<String>, reason: &'static str) {
         let Some(rt) = self.rt.as_ref() else { return };
         let (epoch, turn) = (rt.conv.epoch, rt.conv.core_turn);
         let answer = self.cancel(epoch, turn).await;
@@ -135,11 +148,6 @@ impl Connection {
         rt.conv.pending = false;
         rt.conv.take_transcript();
         rt.keep();
-        let reason = match kind {
-            "response.cancel" => "client_cancelled",
-            "output_audio_buffer.clear" => "output_audio_buffer_clear",
-            _ => "barge_in",
-        };
         rt.stream.cancel_all(reason).await;
     }
 }
