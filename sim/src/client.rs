@@ -7,6 +7,7 @@ use super::{Fault, World, GRACE, IDLE_TTL, STEP_MS};
 use duplex_std::{Error, InputBudgets, Sessions};
 
 mod budget;
+mod overlap;
 
 pub(crate) const AUDIO: InputMode = InputMode::AppendAudioChunk;
 
@@ -48,6 +49,9 @@ pub(crate) struct Client {
     /// What the session holds of this client's input, by the client's own
     /// count: every answer of the budgets is checked against it.
     pending: PendingInput,
+    /// The speech the session has heard over the model's answer, by the
+    /// client's own count.
+    heard: u32,
 }
 
 /// Whether an error means the session is gone or closing under the client
@@ -75,6 +79,7 @@ impl Client {
             requests: Vec::new(),
             generating: None,
             pending: PendingInput::default(),
+            heard: 0,
         }
     }
 
@@ -100,6 +105,7 @@ impl Client {
         self.requests.clear();
         self.generating = None;
         self.pending = PendingInput::default();
+        self.heard = 0;
         self.incarnation += 1;
         let until = w.step + w.range(5, 100);
         self.phase = Phase::Offline { until };
@@ -124,6 +130,7 @@ impl Client {
                 w.check_admission(&self.name);
                 self.fence = fence;
                 self.pending = PendingInput::default();
+                self.heard = 0;
                 self.generation = 0;
                 self.next_seq = 1;
                 self.turns_left = w.range(1, 6);
@@ -345,6 +352,9 @@ impl Client {
         if w.chance(0.01) {
             return self.barge_in(w);
         }
+        if w.fault(Fault::OverlapBurst, 0.01) && !self.overlap(w) {
+            return;
+        }
         if steps.is_multiple_of(5) {
             w.op();
             if let Err(e) = w.m.touch(&self.fence, Activity::ModelOutput) {
@@ -363,7 +373,7 @@ impl Client {
             }
         }
         self.release_requests(w);
-        if !self.consume_input(w) {
+        if !self.consume_input(w) || !self.forget_overlap(w) {
             return;
         }
         w.op();
@@ -447,6 +457,8 @@ impl Client {
                 return self.start_over(w);
             }
         }
+        // The new epoch starts the count of overlapping speech again.
+        self.heard = 0;
         self.stale = Some(cancelled);
         self.phase = Phase::Talking {
             chunks: w.range(5, 60),

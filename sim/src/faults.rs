@@ -31,11 +31,15 @@ pub enum Fault {
     /// limit and commits past the turn limit, each refused
     /// (`input_backpressure`) with nothing changed.
     BudgetFlood,
+    /// The user speaks over the model's answer: a burst of speech and
+    /// silence of random lengths, each chunk decided by the session's
+    /// overlap rule as the client predicts, up to a barge-in.
+    OverlapBurst,
 }
 
 impl Fault {
     /// Every fault, in flag order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Duplicate,
         Fault::LateAppend,
         Fault::ReorderedCancel,
@@ -46,6 +50,7 @@ impl Fault {
         Fault::Burst,
         Fault::CleanupFailure,
         Fault::BudgetFlood,
+        Fault::OverlapBurst,
     ];
 
     /// The name used by `--faults`.
@@ -66,6 +71,7 @@ impl Fault {
             Fault::Burst => "burst",
             Fault::CleanupFailure => "cleanup-fail",
             Fault::BudgetFlood => "flood",
+            Fault::OverlapBurst => "overlap",
         }
     }
 }

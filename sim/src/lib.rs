@@ -36,6 +36,7 @@ mod threads;
 use std::fmt;
 use std::time::Instant as WallInstant;
 
+use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
 use duplex_core::{Clock, Duration, ErrorKind, Fence, Id, InputLimits, LeaseConfig, OpenOptions};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -59,6 +60,9 @@ pub const CHUNK_BYTES: u32 = 640;
 /// chunks, 38,400 bytes), a turn and most of another held across a
 /// disconnect do not; one committed turn and one waiting.
 pub const INPUT_LIMITS: InputLimits = InputLimits::new(48_000, 2);
+/// The overlap rule of simulated sessions: speech over the model's up to
+/// 300 ms is a short acknowledgement, 900 ms of it barges in.
+pub const OVERLAP: OverlapConfig = OverlapConfig::new(OverlapPolicy::Thresholds, 300, 900);
 
 /// Simulation settings.
 #[derive(Clone, Debug)]
@@ -158,6 +162,10 @@ pub struct Report {
     pub backpressure: u64,
     /// Floods refused at both budgets' limits, nothing changed.
     pub floods_refused: u64,
+    /// Chunks spoken over the model's answer, each decided as predicted.
+    pub overlaps: u64,
+    /// Answers cut short by the user's overlapping speech.
+    pub overlap_barge_ins: u64,
     /// Opens refused by admission (`capacity_exhausted`).
     pub admission_refused: u64,
     /// Sessions closed through `close_for_requests`.
@@ -220,6 +228,8 @@ impl Report {
         self.replayed_resumes += other.replayed_resumes;
         self.backpressure += other.backpressure;
         self.floods_refused += other.floods_refused;
+        self.overlaps += other.overlaps;
+        self.overlap_barge_ins += other.overlap_barge_ins;
         self.admission_refused += other.admission_refused;
         self.request_cleanups += other.request_cleanups;
         self.cleanup_retries += other.cleanup_retries;
@@ -356,6 +366,7 @@ impl<'c> World<'c> {
             .modes(duplex_core::Modes::only(client::AUDIO))
             .lease(lease)
             .input_limits(INPUT_LIMITS)
+            .overlap(OVERLAP)
     }
 
     /// Checks admission after anything that can add a session.

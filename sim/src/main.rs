@@ -95,7 +95,7 @@ fn main() -> ExitCode {
 }
 
 fn print_table(config: &SimConfig, r: &Report) {
-    let rows: [(&str, String); 23] = [
+    let rows: [(&str, String); 24] = [
         ("seed", config.seed.to_string()),
         ("clients", config.sessions.to_string()),
         ("max sessions", config.max_sessions.to_string()),
@@ -114,6 +114,10 @@ fn print_table(config: &SimConfig, r: &Report) {
         ("resumes asked again", r.replayed_resumes.to_string()),
         ("chunks refused (backpressure)", r.backpressure.to_string()),
         ("floods refused", r.floods_refused.to_string()),
+        (
+            "overlapping chunks (barge-ins)",
+            format!("{} ({})", r.overlaps, r.overlap_barge_ins),
+        ),
         ("expired (reaped)", r.expired.to_string()),
         ("closed for request cleanup", r.request_cleanups.to_string()),
         ("cleanup retries", r.cleanup_retries.to_string()),
@@ -153,6 +157,8 @@ fn json(config: &SimConfig, r: &Report) -> serde_json::Value {
         "replayed_resumes": r.replayed_resumes,
         "backpressure": r.backpressure,
         "floods_refused": r.floods_refused,
+        "overlaps": r.overlaps,
+        "overlap_barge_ins": r.overlap_barge_ins,
         "expired": r.expired,
         "request_cleanups": r.request_cleanups,
         "cleanup_retries": r.cleanup_retries,
