@@ -9,6 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use duplex_core::overlap::{Overlap, OverlapConfig, OverlapPolicy};
 use duplex_core::profile::{server, Server};
 use duplex_core::{
     Activity, CloseReason, Fence, Finality, Id, InputMode, Instant, LeaseConfig, ManualClock,
@@ -77,6 +78,28 @@ fn session_benches(c: &mut Criterion) {
                 s.completed(&f, black_box(&op3), MODE, Finality::Partial)
                     .expect("lookup")
                     .is_some(),
+            )
+        });
+    });
+
+    // A chunk of speech over the model's answer, under the thresholds
+    // rule, with the response's end forgetting it every 4 chunks (the
+    // count stays in the listening range).
+    let rule = OverlapConfig::new(OverlapPolicy::Thresholds, 700, 1_200);
+    let fence = Fence::new(id("session-0"), 0);
+    let mut s =
+        Session::open(fence.clone(), options().overlap(rule), Instant::ZERO).expect("opens");
+    let chunk = Overlap::speech(20);
+    let mut n = 0_u32;
+    g.bench_function("decide_overlap", |b| {
+        b.iter(|| {
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(4) {
+                s.reset_overlap_speech();
+            }
+            black_box(
+                s.decide_overlap(black_box(&fence), black_box(&chunk))
+                    .expect("decide"),
             )
         });
     });
