@@ -90,11 +90,11 @@ fn session_benches(c: &mut Criterion) {
     let mut s =
         Session::open(fence.clone(), options().overlap(rule), Instant::ZERO).expect("opens");
     let chunk = Overlap::speech(20);
-    let mut n = 0_u32;
+    let mut chunks = 0_u32;
     g.bench_function("decide_overlap", |b| {
         b.iter(|| {
-            n = n.wrapping_add(1);
-            if n.is_multiple_of(4) {
+            chunks = chunks.wrapping_add(1);
+            if chunks.is_multiple_of(4) {
                 s.reset_overlap_speech();
             }
             black_box(

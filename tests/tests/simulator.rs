@@ -53,6 +53,7 @@ fn every_fault_is_exercised_on_its_own() {
             Fault::Burst => r.admission_refused,
             Fault::CleanupFailure => r.request_cleanups.min(r.cleanup_retries),
             Fault::BudgetFlood => r.floods_refused,
+            Fault::OverlapBurst => r.overlap_barge_ins.min(r.overlaps),
         };
         assert!(evidence > 0, "fault {} left no trace: {r:?}", fault.name());
     }
@@ -68,9 +69,10 @@ fn without_faults_nothing_stale_or_duplicated_happens() {
             r.stale_rejected,
             r.request_cleanups,
             r.replayed_resumes,
-            r.floods_refused
+            r.floods_refused,
+            r.overlaps
         ),
-        (0, 0, 0, 0, 0)
+        (0, 0, 0, 0, 0, 0)
     );
 }
 
