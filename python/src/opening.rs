@@ -49,44 +49,30 @@ impl LimitArgs<'_, '_> {
     pub(crate) fn read(&self) -> PyResult<SessionLimits> {
         use crate::args::given;
         use duplex_core::overlap::{OverlapConfig, OverlapPolicy};
-        let config = |e| with_kind(e, "invalid_config");
-        let int = |v: Option<&Bound<'_, PyAny>>, name: &str, range: &str, default: u64| {
-            given(v).map_or(Ok(default), |v| {
-                crate::args::integer::<u64>(v, name, range).map_err(config)
+        fn int<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+            value: Option<&Bound<'py, PyAny>>,
+            name: &str,
+            range: &str,
+            default: T,
+        ) -> PyResult<T> {
+            given(value).map_or(Ok(default), |v| {
+                crate::args::integer::<T>(v, name, range)
+                    .map_err(|e| with_kind(e, "invalid_config"))
             })
-        };
-        let narrow = |value: u64, max: u64, name: &str, range: &str| {
-            if value > max {
-                return Err(config(crate::args::value_error(format!(
-                    "{name} must be an integer in {range}, got {value}"
-                ))));
-            }
-            Ok(value)
-        };
+        }
+        let config = |e| with_kind(e, "invalid_config");
         let input = duplex_core::InputLimits::DEFAULT;
-        let bytes = "max_pending_input_bytes_per_session";
-        let bytes = narrow(
-            int(
-                self.max_pending_input_bytes_per_session,
-                bytes,
-                "0..2**32",
-                input.bytes().into(),
-            )?,
-            u32::MAX.into(),
-            bytes,
+        let bytes = int(
+            self.max_pending_input_bytes_per_session,
+            "max_pending_input_bytes_per_session",
             "0..2**32",
+            input.bytes(),
         )?;
-        let turns = "max_pending_turns_per_session";
-        let turns = narrow(
-            int(
-                self.max_pending_turns_per_session,
-                turns,
-                "0..2**16",
-                input.turns().into(),
-            )?,
-            u16::MAX.into(),
-            turns,
+        let turns = int(
+            self.max_pending_turns_per_session,
+            "max_pending_turns_per_session",
             "0..2**16",
+            input.turns(),
         )?;
         let overlap = OverlapConfig::DEFAULT;
         let policy = match given(self.overlap_policy) {
@@ -100,30 +86,20 @@ impl LimitArgs<'_, '_> {
                 })?
             }
         };
-        let ms = |v, name: &str, default: u16| -> PyResult<u16> {
-            let value = narrow(
-                int(v, name, "0..65536", default.into())?,
-                u16::MAX.into(),
-                name,
-                "0..65536",
-            )?;
-            Ok(u16::try_from(value).unwrap_or(u16::MAX))
-        };
         Ok(SessionLimits {
-            input: duplex_core::InputLimits::new(
-                u32::try_from(bytes).unwrap_or(u32::MAX),
-                u16::try_from(turns).unwrap_or(u16::MAX),
-            ),
+            input: duplex_core::InputLimits::new(bytes, turns),
             overlap: OverlapConfig::new(
                 policy,
-                ms(
+                int(
                     self.overlap_short_ack_ms,
                     "overlap_short_ack_ms",
+                    "0..65536",
                     overlap.short_ack_ms,
                 )?,
-                ms(
+                int(
                     self.overlap_barge_in_ms,
                     "overlap_barge_in_ms",
+                    "0..65536",
                     overlap.barge_in_ms,
                 )?,
             ),
