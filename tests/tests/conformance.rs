@@ -55,3 +55,26 @@ fn malformed_lines_fail_without_panicking() {
         assert_eq!(failures.len(), 1, "line {line:?} should fail once");
     }
 }
+
+/// The extension traces (`tests/conformance/FORMAT.md`, "Extensions"):
+/// input budgets, overlap decisions and named resumes, their expectations
+/// from vllm-omni 0.30.0's own session code.
+#[test]
+fn committed_extension_traces_pass() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("conformance/extensions");
+    let files = trace_files(&[dir]).expect("trace folder is readable");
+    assert!(
+        files.len() >= 8,
+        "expected the extension traces, found {}",
+        files.len()
+    );
+    let mut report = Vec::new();
+    let (passed, failed) = run_files(&files, &mut report).expect("traces are readable");
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} traces failed:\n{}",
+        passed + failed,
+        String::from_utf8_lossy(&report)
+    );
+}

@@ -1,6 +1,7 @@
 """Conformance traces through the Python API:
 ``python -m duplex_session.conformance PATH...`` (trace files or folders of
-``*.jsonl``, format in ``shared/conformance/FORMAT.md``).
+``*.jsonl``, format in ``shared/conformance/FORMAT.md``, with the
+extensions of ``tests/conformance/FORMAT.md``).
 
 Each trace runs against a fresh manager of the conformance profile (the
 sizes the traces are written for) driven by a manual clock in seconds.
@@ -128,11 +129,17 @@ class Runner:
 
     def op_manager(self, op):
         clock = Clock(op.get("start_ms", 0))
+        limits, rule = op.get("input_limits") or {}, op.get("overlap") or {}
         manager = DuplexSessionRuntimeManager(
             clock=clock,
             max_sessions=op.get("max_sessions"),
             completed_append_limit=op.get("completed_append_limit", 8),
             profile="conformance",
+            max_pending_input_bytes_per_session=limits.get("bytes"),
+            max_pending_turns_per_session=limits.get("turns"),
+            overlap_policy=rule.get("policy"),
+            overlap_short_ack_ms=rule.get("short_ack_ms"),
+            overlap_barge_in_ms=rule.get("barge_in_ms"),
         )
         self.clock, self.manager = clock, manager
         self.handles.clear()
@@ -326,6 +333,62 @@ class Runner:
         before = {i for i in op["sessions"] if self.manager.get(i) is not None}
         self.manager.finalize_closed_sessions(op["sessions"])
         return {"finalized": sorted(i for i in before if self.manager.get(i) is None)}
+
+
+    # ----- extensions (tests/conformance/FORMAT.md) ------------------------
+
+    @staticmethod
+    def pending(s):
+        return {"bytes": s.pending_input_bytes, "turns": s.pending_input_turns}
+
+    def op_reserve_input(self, op):
+        s, f = self.by_fence(op)
+        s.reserve_input_bytes(f, op["bytes"])
+        return self.pending(s)
+
+    def op_reserve_turn(self, op):
+        s, f = self.by_fence(op)
+        s.reserve_pending_turn(f)
+        return self.pending(s)
+
+    def op_release_input(self, op):
+        s = self.session(op["session"])
+        s.release_input_bytes(op["bytes"])
+        return self.pending(s)
+
+    def op_release_turn(self, op):
+        s = self.session(op["session"])
+        s.release_pending_turn()
+        return self.pending(s)
+
+    def op_release_all_input(self, op):
+        return {"bytes": self.session(op["session"]).release_all_input_bytes()}
+
+    def op_cancel_pending_input(self, op):
+        return self.session(op["session"]).cancel_pending_input()
+
+    def op_decide_overlap(self, op):
+        s, f = self.by_fence(op)
+        d = s.decide_overlap(
+            f,
+            op["duration_ms"],
+            op["speech"],
+            overlap_action=op.get("request"),
+            force_barge_in=op.get("force_barge_in"),
+            force_listen=op.get("force_listen"),
+            vad_speech_started=op.get("vad_speech_started"),
+            transcript=op.get("transcript"),
+        )
+        d["defer_append"] = d.pop("defer_runtime_append")
+        return d
+
+    def op_reset_overlap_speech(self, op):
+        return {"heard": self.session(op["session"]).reset_overlap_speech()}
+
+    def op_resume_by(self, op):
+        s, f = self.by_fence(op)
+        generation = s.resume(f, expected_lease_generation=op["expected_generation"], control_id=op["control_id"])
+        return {"generation": generation}
 
 
 def expected_of(line: dict):

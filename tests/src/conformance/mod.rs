@@ -17,6 +17,7 @@ use duplex_std::Sessions as _;
 use duplex_std::{ManagerConfig, SessionManager, SessionView};
 use serde_json::{json, Map, Value};
 
+mod extensions;
 mod json;
 use json::{
     appended_json, bad, bool_of, fence_json, fence_of, field, ids_json, mode_of, reason_of,
@@ -67,6 +68,8 @@ pub struct Runner {
     clock: SharedClock,
     manager: Manager,
     handles: HashMap<String, Reservation>,
+    /// What the last `manager` line gives every session it opens.
+    extras: extensions::Extras,
 }
 
 impl Default for Runner {
@@ -89,6 +92,7 @@ impl Runner {
             clock,
             manager,
             handles: HashMap::new(),
+            extras: extensions::Extras::default(),
         }
     }
 
@@ -226,6 +230,7 @@ impl Runner {
                         },
                     },
                 },
+                name if extensions::OPS.contains(&name) => self.op_extension(name, op)?,
                 _ => match fence_of(field(op, "fence")?)? {
                     None => {
                         // Still reject unknown ops and malformed fields.
@@ -275,6 +280,7 @@ impl Runner {
             None => 0,
             Some(v) => u64_of(v, "start_ms")?,
         };
+        let extras = extensions::Extras::of(op)?;
         let clock = SharedClock(Rc::new(ManualClock::new(Instant::from_millis(start))));
         let config = ManagerConfig {
             max_sessions,
@@ -285,6 +291,7 @@ impl Runner {
                 self.clock = clock;
                 self.manager = manager;
                 self.handles.clear();
+                self.extras = extras;
                 Ok(Value::Null)
             }
             Err(e) => Err(e.kind()),
@@ -317,10 +324,10 @@ impl Runner {
             Ok(lease) => lease,
             Err(e) => return Ok(Err(e.kind())),
         };
-        let configs = OpenOptions::new(
+        let configs = self.extras.apply(OpenOptions::new(
             op.get("session_config").cloned().unwrap_or(Value::Null),
             op.get("runtime_config").cloned().unwrap_or(Value::Null),
-        );
+        ));
         Ok(self
             .manager
             .open(fence, configs.modes(modes).lease(lease))
