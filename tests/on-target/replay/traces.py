@@ -65,7 +65,14 @@ def encode_line(o, handles, max_handles):
     if op == "manager":
         handles.clear()
         ms = o.get("max_sessions")
-        return f"manager {'-' if ms is None else n(ms)} {n(o.get('completed_append_limit', 8))} {n(o.get('start_ms', 0))}"
+        line = f"manager {'-' if ms is None else n(ms)} {n(o.get('completed_append_limit', 8))} {n(o.get('start_ms', 0))}"
+        # The extensions' input limits and overlap rule (both, or neither).
+        limits, rule = o.get("input_limits"), o.get("overlap")
+        if limits is None and rule is None:
+            return line + " -"
+        limits = limits or {"bytes": 16 * 1024 * 1024, "turns": 4}
+        rule = rule or {"policy": "listen_only", "short_ack_ms": 700, "barge_in_ms": 1200}
+        return f"{line} {n(limits['bytes'])} {n(limits['turns'])} {s(rule['policy'])} {n(rule['short_ack_ms'])} {n(rule['barge_in_ms'])}"
     if op == "advance":
         return f"advance {n(o['ms'])}"
     if op == "open":
@@ -126,6 +133,21 @@ def encode_line(o, handles, max_handles):
         return f"finalize_closed {strings(o['sessions'])}"
     if op == "sessions":
         return "sessions"
+    # The extensions (tests/conformance/FORMAT.md).
+    if op in ("reserve_input", "reserve_turn"):
+        return f"{op} {fence(o['fence'])}" + (f" {n(o['bytes'])}" if op == "reserve_input" else "")
+    if op == "release_input":
+        return f"release_input {s(o['session'])} {n(o['bytes'])}"
+    if op in ("release_turn", "release_all_input", "cancel_pending_input", "reset_overlap_speech"):
+        return f"{op} {s(o['session'])}"
+    if op == "decide_overlap":
+        vad = o.get("vad_speech_started")
+        return (
+            f"decide_overlap {fence(o['fence'])} {n(o['duration_ms'])} {flag(o['speech'])} {s(o.get('request'))} "
+            f"{flag(o.get('force_barge_in'))} {flag(o.get('force_listen'))} {'-' if vad is None else flag(vad)} {s(o.get('transcript'))}"
+        )
+    if op == "resume_by":
+        return f"resume_by {fence(o['fence'])} {n(o['expected_generation'])} {s(o['control_id'])}"
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -24,6 +24,7 @@ use duplex_core::*;
 use duplex_on_target::{entry, exit};
 use heapless::String;
 
+mod ext;
 mod json;
 mod ops;
 mod script;
@@ -69,6 +70,8 @@ pub(crate) struct Runner {
     pub(crate) slots: [Option<AnySession>; SLOTS],
     pub(crate) handles: [Option<Reservation>; HANDLES],
     pub(crate) out: Line,
+    /// What the last `manager` line gives every session it opens.
+    pub(crate) extras: ext::Extras,
 }
 
 static RUNNER: Mutex<RefCell<Runner>> = Mutex::new(RefCell::new(Runner {
@@ -78,6 +81,7 @@ static RUNNER: Mutex<RefCell<Runner>> = Mutex::new(RefCell::new(Runner {
     slots: [const { None }; SLOTS],
     handles: [const { None }; HANDLES],
     out: String::new(),
+    extras: ext::Extras::DEFAULT,
 }));
 
 impl Runner {
@@ -92,6 +96,7 @@ impl Runner {
         self.completed_limit = completed_limit;
         self.slots.iter_mut().for_each(|s| *s = None);
         self.handles.iter_mut().for_each(|h| *h = None);
+        self.extras = ext::Extras::DEFAULT;
     }
 
     pub(crate) fn find(&self, id: &Id) -> Option<usize> {
@@ -171,6 +176,15 @@ impl Runner {
             "finalize_closed" => self.op_finalize_closed(&mut t)?,
             "sessions" => self.op_sessions()?,
             "inspect" => self.op_inspect(&mut t)?,
+            "reserve_input"
+            | "reserve_turn"
+            | "release_input"
+            | "release_turn"
+            | "release_all_input"
+            | "cancel_pending_input"
+            | "decide_overlap"
+            | "reset_overlap_speech"
+            | "resume_by" => self.op_extension(&mut t, op)?,
             _ => return Err(Bad("unknown op")),
         })
     }

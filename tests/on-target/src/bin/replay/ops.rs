@@ -52,7 +52,9 @@ impl Runner {
             ) {
                 return Ok(Err(e.kind()));
             }
+            let extras = crate::ext::Extras::read(t)?;
             self.reset(max, limit, Instant::from_millis(start));
+            self.extras = extras;
             self.null()
         })
     }
@@ -102,7 +104,9 @@ impl Runner {
             let opts = OpenOptions::default()
                 .modes(modes)
                 .lease(lease)
-                .completed_limit(self.completed_limit);
+                .completed_limit(self.completed_limit)
+                .input_limits(self.extras.input_limits)
+                .overlap(self.extras.overlap);
             match Session::open(fence, opts, self.clock.now()) {
                 Ok(s) => {
                     self.slots[free] = Some(AnySession::from(s));
