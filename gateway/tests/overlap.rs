@@ -258,3 +258,32 @@ async fn openai_s_path_decides_nothing() {
     }
     stop(gateway, ws).await;
 }
+
+/// A rule refused at the first `session.update` opens nothing: the same
+/// id opens afresh right after, with the rule it then names.
+#[tokio::test]
+async fn a_rule_refused_at_open_leaves_no_session() {
+    let gateway = start(Config {
+        engine: Arc::new(Talker),
+        ..Config::default()
+    })
+    .await;
+    let mut ws = connect(&format!("{}/v1/realtime?duplex=1&autostart=0", gateway.1)).await;
+    let bad = json!({"session_id": "overlap-3", "overlap_policy": "sometimes"});
+    send(
+        &mut ws,
+        json!({"type": "session.update", "event_id": "u1", "session": bad}),
+    )
+    .await;
+    let refused = next_json(&mut ws, Duration::from_secs(10)).await;
+    assert_eq!(refused["error"]["code"], "invalid_value", "{refused}");
+    let good = json!({"session_id": "overlap-3", "overlap_policy": "barge_in_on_speech"});
+    send(&mut ws, json!({"type": "session.update", "session": good})).await;
+    let created = until(&mut ws, "session.created").await;
+    assert_eq!(created["session"]["id"], "overlap-3", "{created}");
+    assert_eq!(
+        created["incarnation"], 0,
+        "a first incarnation: nothing was opened before"
+    );
+    stop(gateway, ws).await;
+}
