@@ -165,6 +165,11 @@ struct Out<'b> {
 }
 
 impl<'b> Out<'b> {
+    /// Writes one field. Never inlined: each type's writer is one function
+    /// that every field of that type calls (the image's sections and the
+    /// cursor share the `[u64; 4]` one), where inlined copies made the
+    /// opt-level-3 firmware kilobytes larger.
+    #[inline(never)]
     fn put<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SnapshotError> {
         let rest = self.buf.get_mut(self.at..).unwrap_or_default();
         let written = postcard::to_slice(value, rest)

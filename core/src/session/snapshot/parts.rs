@@ -13,18 +13,11 @@
 //! An older image has neither: its session restores with the defaults and
 //! nothing pending or heard.
 
-// The writers are inlined into the snapshot's, always: see `put`.
-#![allow(clippy::inline_always)]
-
 use super::{In, Out, SnapshotError};
 use crate::input::{InputBudget, InputLimits, PendingInput};
 use crate::overlap::{OverlapConfig, OverlapPolicy, OverlapState};
 
-/// The section's values, or `None` for the defaults. Inlined into the
-/// writer: its serializer of `[u64; 4]` is then the cursor's, where one of
-/// its own, in a function called twice, made the opt-level-3 firmware
-/// 1.2 KB larger.
-#[inline(always)]
+/// The section's values, or `None` for the defaults.
 fn put(out: &mut Out<'_>, values: Option<[u64; 4]>) -> Result<(), SnapshotError> {
     match values {
         None => out.put(&0_u8),
@@ -54,7 +47,6 @@ fn narrow<T: TryFrom<u64>>(value: u64) -> Result<T, SnapshotError> {
 }
 
 /// Writes the input budget section.
-#[inline(always)]
 pub(super) fn put_input(out: &mut Out<'_>, budget: &InputBudget) -> Result<(), SnapshotError> {
     let (limits, pending) = (budget.limits(), budget.pending());
     let defaults = limits == InputLimits::DEFAULT && pending == PendingInput::default();
@@ -88,7 +80,6 @@ pub(super) fn take_input(version: u8, input: &mut In<'_>) -> Result<InputBudget,
 }
 
 /// Writes the overlap section.
-#[inline(always)]
 pub(super) fn put_overlap(
     out: &mut Out<'_>,
     state: OverlapState,
