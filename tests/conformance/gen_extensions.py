@@ -18,7 +18,7 @@ reserving need an open session (`wrong_state` while detached), a refused
 reservation is `input_backpressure`, and a resume named by the control id
 of the last one answers its generation again.
 
-    DUPLEX_VLLM_OMNI_WHEEL=... python3 tests/conformance/extensions/gen.py OUT_DIR [--seed N] [--traces N] [--ops N]
+    DUPLEX_VLLM_OMNI_WHEEL=... python3 tests/conformance/gen_extensions.py OUT_DIR [--seed N] [--traces N] [--ops N]
 
 Needs the wheel, numpy, pybase64, prettytable and regex (the release's
 session and overlap modules import them), and pytest (the loader in
@@ -32,7 +32,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "python", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
 
 from release import release_module  # noqa: E402
 
