@@ -114,6 +114,7 @@ pub mod append;
 mod base;
 mod columns;
 mod completed;
+pub mod drain;
 pub mod error;
 pub mod fence;
 pub mod id;

@@ -262,6 +262,11 @@ impl<I> Row<'_, I> {
         }
     }
 
+    /// Whether the row is its stage's binding.
+    pub(crate) fn is_binding(&self) -> bool {
+        self.rank() != 0
+    }
+
     /// Place in the binding order, or 0 if not its stage's binding.
     fn rank(&self) -> u8 {
         self.state.saturating_sub(SUBMITTED)
@@ -448,9 +453,17 @@ impl<T: Tables> Requests<T> {
         at: Option<Position>,
         state: Option<RequestState>,
     ) -> impl Iterator<Item = &T::StoredId> {
-        let keep = move |r: &Row<'_, T::StoredId>| {
+        self.ids_where(move |r: &Row<'_, T::StoredId>| {
             at.is_none_or(|p| r.position == p) && state.is_none_or(|s| r.state() == s)
-        };
+        })
+    }
+
+    /// Unique request ids of the rows for which `keep` holds, in
+    /// reservation order.
+    pub(crate) fn ids_where(
+        &self,
+        keep: impl Fn(&Row<'_, T::StoredId>) -> bool + Copy,
+    ) -> impl Iterator<Item = &T::StoredId> {
         self.rows().enumerate().filter_map(move |(i, r)| {
             let first = keep(&r)
                 && !self
@@ -465,12 +478,19 @@ impl<T: Tables> Requests<T> {
     /// rest), then closes the gaps in the binding order.
     #[inline]
     pub(crate) fn remove_where(&mut self, drop: impl Fn(&T::StoredId, Position) -> bool) {
+        self.remove_rows(|r| drop(r.request, r.position));
+    }
+
+    /// Drops the rows for which `drop` holds (keeping the order of the
+    /// rest), then closes the gaps in the binding order.
+    #[inline]
+    pub(crate) fn remove_rows(&mut self, drop: impl Fn(Row<'_, T::StoredId>) -> bool) {
         let len = self.len();
         let mut kept = 0;
         for i in 0..len {
-            let gone = match (self.ids.get(i), self.positions.get(i)) {
-                (Some(id), Some(p)) => drop(id, *p),
-                _ => break,
+            let gone = match self.row(i) {
+                Some(r) => drop(r),
+                None => break,
             };
             if gone {
                 continue;

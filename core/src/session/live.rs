@@ -4,7 +4,7 @@
 use super::state::{Closed, Closing, Live, Open, State};
 use super::Session;
 use crate::append::{Appended, Finality, Reservation};
-use crate::error::{Error, FenceRule, Rejected};
+use crate::error::{Error, Rejected};
 use crate::fence::Fence;
 use crate::fmt::debug;
 use crate::id::IdText as _;
@@ -443,23 +443,7 @@ impl<S: State, P: Profile> Session<S, P> {
     where
         S: Live,
     {
-        if !cancelled.same_identity(&self.fence) {
-            return Err(self.fence.mismatch(FenceRule::Identity, cancelled));
-        }
-        if !next.same_identity(&self.fence) {
-            return Err(cancelled.mismatch(FenceRule::Identity, next));
-        }
-        if next.epoch <= cancelled.epoch {
-            return Err(cancelled.mismatch(FenceRule::NotAdvancing, next));
-        }
-        let current = self.fence.position();
-        if cancelled.position() > current {
-            return Err(self.fence.mismatch(FenceRule::Ahead, cancelled));
-        }
-        if next.position() > current {
-            self.accept(next)?;
-        }
-        Ok(self.requests.release_position(cancelled.position()))
+        self.cancel_keeping(cancelled, next, |_| false)
     }
 
     /// Publishes new configurations atomically. Passing neither changes

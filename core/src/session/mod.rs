@@ -18,6 +18,7 @@
 pub(crate) mod any;
 mod attached;
 mod closing;
+mod drain;
 pub(crate) mod expiry;
 mod input;
 mod live;

@@ -126,6 +126,7 @@ macro_rules! open {
 }
 
 mod closing;
+mod drain;
 mod dynamic;
 mod input;
 mod overlap;
