@@ -164,34 +164,37 @@ impl<T: Tables> Requests<T> {
         ids
     }
 
-    /// Returns the unique ids of the rows that are not current (an id
-    /// still current on another stage stays the session's and is not
-    /// returned), then drops those rows.
+    /// Whether row `r` drains: it is not current, and its id is current on
+    /// no other stage (a request that is still some stage's live request
+    /// is the current response's, whatever else it was bound for).
+    fn drains(&self, r: &Row<'_, T::StoredId>, current: Position) -> bool {
+        owner_of(r, current) != Owner::Current
+            && !self
+                .rows()
+                .any(|e| e.request.same(r.request) && owner_of(&e, current) == Owner::Current)
+    }
+
+    /// Returns the unique ids of the draining rows, then drops those rows.
     pub(crate) fn release_drained(&mut self, current: Position) -> RequestIds<T> {
-        let ids = RequestIds::collect(self.ids_where(|r| {
-            owner_of(r, current) != Owner::Current
-                && !self
-                    .rows()
-                    .any(|e| e.request.same(r.request) && owner_of(&e, current) == Owner::Current)
-        }));
-        self.remove_rows(|r| owner_of(&r, current) != Owner::Current);
+        let ids = self.draining_ids(current);
+        self.remove_rows(|r| ids.contains(r.request.text()));
         ids
     }
 
-    /// The unique ids of the rows that are not current.
+    /// The unique ids of the draining rows.
     pub(crate) fn draining_ids(&self, current: Position) -> RequestIds<T> {
-        RequestIds::collect(self.ids_where(|r| owner_of(r, current) != Owner::Current))
+        RequestIds::collect(self.ids_where(|r| self.drains(r, current)))
     }
 
-    /// The rows that are not current, with their routes.
+    /// The draining rows, with their routes.
     pub(crate) fn draining(
         &self,
         current: Position,
         incarnation: u64,
     ) -> impl Iterator<Item = (&T::StoredId, OutputRoute)> {
         self.rows()
+            .filter(move |r| self.drains(r, current))
             .map(move |r| (r.request, route(&r, current, incarnation)))
-            .filter(|(_, r)| r.owner != Owner::Current)
     }
 }
 
@@ -292,12 +295,12 @@ mod tests {
         s.bind(&f, 2, &id("tts-0"))?;
         s.bind(&f.clone().with_turn(1), 2, &id("tts-1"))?;
         s.bind(&f.clone().with_turn(1), 3, &id("tts-0"))?;
-        // tts-0 drains on stage 2 but is current on stage 3: its stage-2
-        // row goes, and the id, still the session's, is not handed out.
+        // tts-0 was replaced on stage 2 but is current on stage 3: it is
+        // the current response's, not draining.
         assert_eq!(owner(&s, "tts-0"), Some(Owner::Current));
+        assert_eq!(s.draining().count(), 0);
         assert!(s.release_drained().is_empty());
-        assert_eq!(s.resources().count(), 3);
-        assert_eq!(owner(&s, "tts-0"), Some(Owner::Current));
+        assert_eq!(s.resources().count(), 4);
         let e1 = f.clone().with_epoch(1);
         assert!(s.drain(&f.clone().with_turn(1), &e1, |_| true)?.is_empty());
         // Everything is behind the new epoch now, the resident too.
@@ -305,7 +308,7 @@ mod tests {
         let released = s.release_drained();
         assert_eq!(
             released.as_slice(),
-            [id("resident"), id("tts-1"), id("tts-0")]
+            [id("resident"), id("tts-0"), id("tts-1")]
         );
         assert!(s.release_drained().is_empty());
         assert_eq!(s.resources().count(), 0);

@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+mod drains;
 mod error;
 mod host;
 mod inputs;
@@ -72,6 +73,7 @@ pub use clock::MonotonicClock;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use clock::TokioClock;
+pub use drains::Drains;
 pub use duplex_core::Expiry;
 pub use error::Error;
 pub use host::Host;

@@ -55,6 +55,13 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (s.clone(), prop::collection::vec(text("r"), 0..4)).prop_map(|(s, requests)| Op::Release { s, requests }),
         2 => (s.clone(), rel()).prop_map(|(s, f)| Op::ReleaseFence { s, f }),
         2 => (s.clone(), rel()).prop_map(|(s, f)| Op::Accept { s, f }),
+        3 => (s.clone(), rel(), 0i64..3, any::<u8>()).prop_map(|(s, f, epochs, keep)| Op::Drain {
+            s,
+            f,
+            next: Rel { epoch: epochs, ..Rel::CURRENT },
+            keep,
+        }),
+        2 => s.clone().prop_map(|s| Op::ReleaseDrained { s }),
         3 => (s.clone(), rel(), 0i64..3).prop_map(|(s, f, epochs)| Op::Cancel {
             s,
             f,
@@ -112,4 +119,40 @@ fn a_session_at_the_top_incarnation_is_not_migrated() {
         Op::Migrate { s: 2, skip: 0 },
     ];
     run(&ops).expect("invariants hold");
+}
+
+/// A barge-in that lets the speaker's stage drain: its request stays,
+/// stale, and is released once, by `release_drained`.
+#[test]
+fn a_drain_keeps_the_stages_it_names_until_released() {
+    let bind = |stage: u32, request: &str| Op::Bind {
+        s: 0,
+        f: Rel::CURRENT,
+        stage,
+        request: request.into(),
+    };
+    let ops = [
+        Op::Open {
+            s: 0,
+            incarnation: 0,
+            modes: 0xFF,
+            ttl: None,
+            grace: 1_000,
+        },
+        bind(1, "llm"),
+        bind(2, "tts"),
+        Op::Drain {
+            s: 0,
+            f: Rel::CURRENT,
+            next: Rel {
+                epoch: 1,
+                ..Rel::CURRENT
+            },
+            keep: 0b100,
+        },
+        bind(2, "tts-next"),
+        Op::ReleaseDrained { s: 0 },
+        Op::ReleaseDrained { s: 0 },
+    ];
+    run(&ops).expect("every invariant holds");
 }

@@ -102,7 +102,8 @@ impl<S: State, P: Profile> Session<S, P> {
     }
 
     /// The requests that are not the current response's (draining or
-    /// stale), in reservation order, with their routes.
+    /// stale; an id still current on some stage is not), in reservation
+    /// order, with their routes.
     ///
     /// ```
     /// # use duplex_core::*;
@@ -125,8 +126,8 @@ impl<S: State, P: Profile> Session<S, P> {
 
     /// Returns the draining and stale requests (unique, reservation
     /// order), then drops them: each comes back once. A request id that is
-    /// also current on another stage stays the session's and is not
-    /// returned.
+    /// still current on some stage is the current response's: it does not
+    /// drain, on any stage.
     ///
     /// ```
     /// # use duplex_core::*;

@@ -148,6 +148,18 @@ pub(super) fn check_step(
             }
         }
     }
+    if let Op::Drain { s, keep, .. } = op {
+        let name = session(*s).to_string();
+        if let (Some(b), Some(a)) = (before.get(&name), after.get(&name)) {
+            for (stage, r, _) in &b.resources {
+                let kept = *stage < 8 && keep & (1 << stage) != 0;
+                ensure!(
+                    !kept || a.resources.iter().any(|(st, x, _)| st == stage && x == r),
+                    "{name}: a drain keeping stage {stage} released its request {r}"
+                );
+            }
+        }
+    }
     check_input(op, before, after)?;
     check_overlap(op, before, after)?;
     if matches!(op, Op::Append { .. } | Op::Commit { .. }) {

@@ -22,6 +22,10 @@
 //! - pending input never exceeds the session's limits; a reservation adds
 //!   exactly what it asked, a release takes away at most what was held,
 //!   a cancel leaves nothing pending.
+//! - every held request's output routes as the current response's, a
+//!   draining one's or a stale one's, as its stage, fence and binding say;
+//!   an unknown request's has no route; the draining list is exactly the
+//!   requests that are not current, and releasing it leaves none.
 
 use duplex_core::profile::Conformance;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,7 +36,7 @@ use duplex_core::{
     Activity, CloseReason, Duration, Fence, Finality, Id, InputLimits, InputMode, LeaseConfig,
     ManualClock, OpenOptions, Reservation,
 };
-use duplex_std::{InputBudgets as _, Overlaps as _, Sessions as _};
+use duplex_std::{Drains as _, InputBudgets as _, Overlaps as _, Sessions as _};
 use duplex_std::{SessionManager, SessionView};
 
 /// The session ids the model uses.
@@ -264,6 +268,18 @@ pub enum Op {
     ResetOverlap {
         s: usize,
     },
+    /// A barge-in that keeps the requests of the stages in bit mask `keep`
+    /// bound, draining.
+    Drain {
+        s: usize,
+        f: Rel,
+        next: Rel,
+        keep: u8,
+    },
+    /// Releases the draining and stale requests.
+    ReleaseDrained {
+        s: usize,
+    },
     /// Through a `SessionKey` taken just before (`apply_at`, `update_at`,
     /// as the Python package calls): `what % 4` picks touch, detach, an
     /// append of `mode(what / 4)`, or ending operation `op`.
@@ -307,6 +323,7 @@ macro_rules! ensure {
 
 mod checks;
 mod restored;
+mod routes;
 mod run;
 pub use restored::check_restored;
 pub use run::run;
@@ -454,6 +471,16 @@ impl<M: Storage> Harness<'_, M> {
             }
             Op::ResetOverlap { s } => {
                 self.m.reset_overlap_speech(&session(s))?;
+            }
+            Op::Drain { s, f, next, keep } => {
+                let (cancelled, next) = (self.fence(s, f), self.fence(s, next));
+                let kept = |stage: u32| stage < 8 && keep & (1 << stage) != 0;
+                let ids = self.m.drain(&cancelled, &next, kept)?;
+                report(&cancelled.session, &ids);
+            }
+            Op::ReleaseDrained { s } => {
+                let ids = self.m.release_drained(&session(s))?;
+                report(&session(s), &ids);
             }
             Op::BeginOp { s, f, op } => self.m.begin_operation(&self.fence(s, f), &op)?,
             Op::EndOp { s, f, op } => self.m.end_operation(&self.fence(s, f), &op)?,

@@ -6,7 +6,8 @@ use duplex_core::{CloseReason, Instant, ManualClock, StateKind};
 use duplex_std::{ManagerConfig, SessionManager};
 
 use super::checks::check_step;
-use super::{id, Harness, Op, Released, COMPLETED_LIMIT, MAX_SESSIONS};
+use super::routes::check_routes;
+use super::{id, session, Harness, Op, Released, COMPLETED_LIMIT, MAX_SESSIONS};
 
 /// Runs `ops` against a fresh manager (admission limit 2, completed-append
 /// limit 4), checking every invariant after every step, then closes every
@@ -62,6 +63,16 @@ fn run_with<M: Storage>(ops: &[Op]) -> Result<Vec<String>, String> {
         let outcome = h.apply(op);
         let after = h.sessions();
         check_step(op, &before, &after, &outcome).map_err(|e| format!("step {step}: {e}"))?;
+        let sessions = after.keys().filter_map(|s| h.m.get(&id(s)));
+        check_routes(sessions).map_err(|e| format!("step {step}, after {op:?}: {e}"))?;
+        if let (Op::ReleaseDrained { s }, Ok(_)) = (op, &outcome) {
+            let left = h.m.get(&session(*s)).map(duplex_core::AnySession::draining);
+            ensure!(
+                left.as_ref()
+                    .is_none_or(|l| l.as_ref().is_ok_and(|l| l.is_empty())),
+                "step {step}: release_drained left {left:?} draining"
+            );
+        }
         transcript.push(format!("{outcome:?} {after:?}"));
         let due = h.m.next_deadline();
         let expected = after

@@ -26,11 +26,13 @@ fn main() -> Result<(), Error> {
     detached.accept_fence(&f)?;
     let cancelled = detached.cancel(&f, &f.clone().with_epoch(1))?;
     detached.release(&cancelled);
+    let drained = detached.drain(&f.clone().with_epoch(1), &f.clone().with_epoch(2), |stage| stage == 1)?;
+    detached.release(&drained);
     detached.replace_configs(None, None);
     let _ = (detached.release_input(320), detached.release_turn(), detached.pending_input());
     let _ = (detached.reset_overlap_speech(), detached.overlap_speech_ms(), detached.overlap_config());
     let _ = (detached.deadline(), detached.due(Instant::ZERO));
-    let f = f.with_epoch(1);
+    let f = f.with_epoch(2);
     let (open, _generation) = detached.resume(&f, 1, Instant::ZERO)?;
 
     let closing: Session<Closing> = open.begin_close(&f, CloseReason::ClientClose)?;
@@ -41,6 +43,8 @@ fn main() -> Result<(), Error> {
     closing.release_where(|id| id.as_str() == "other");
     let _ = (closing.release_all_input(), closing.cancel_pending_input(), closing.input_limits());
     let _ = (closing.reset_overlap_speech(), closing.overlap_speech_ms());
+    let _ = (closing.route_output("req"), closing.draining().count());
+    let _drained = closing.release_drained();
     let released = closing.release_fence(&f);
     assert!(released.is_empty());
     let (closed, _released): (Session<Closed>, _) = closing.finalize();
