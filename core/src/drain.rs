@@ -1,20 +1,24 @@
-//! Draining: whose output a request's output is, once a newer response has
-//! taken over.
+//! Draining: whose output a request's output is, once a newer turn or
+//! response has taken over.
 //!
-//! A session owns its stage requests under the fence they were bound with.
-//! When the next turn starts while the previous answer still plays (vllm-omni
-//! 0.30's concurrent turn requests), the stage's new request replaces the old
-//! one as its binding, and the old one keeps running: it is *draining*, and
-//! its output belongs to the response it was bound for, never to the new
-//! one. After a barge-in ([`Session::drain`](crate::Session::drain)), the
-//! requests the host keeps (a speaker stage still flushing, an engine that
-//! cannot abort at once) stay bound under the cancelled epoch: their late
-//! output is *stale* and is dropped. Either way they stay the session's
-//! until released, exactly once.
+//! A session owns its stage requests under the fence they were bound (or
+//! reserved) with, which names the turn and response they work for. When
+//! the next turn starts while the previous answer still plays (vllm-omni
+//! 0.30's concurrent turn requests), the previous turn's requests that keep
+//! running are *draining*: their output belongs to the response they were
+//! bound for, never to the new one. After a barge-in, the requests the host
+//! keeps (a speaker stage still flushing, an engine that cannot abort at
+//! once) stay bound under the cancelled epoch: their late output is
+//! *stale* and is dropped. Either way they stay the session's until
+//! released, exactly once. [`Session::drain`](crate::Session::drain) moves
+//! the session on (a new turn, or a barge-in's new epoch), releasing the
+//! previous position's requests except on the stages the host keeps.
+//!
+//! A request that works for every turn (a resident stage) is bound again
+//! at each turn's fence, which moves it to the current position.
 //!
 //! The route is derived from what the session already stores (each
-//! request's fence and whether it is its stage's binding): draining costs
-//! no byte of session state.
+//! request's fence): draining costs no byte of session state.
 //!
 //! # Examples
 //!
@@ -24,18 +28,19 @@
 //!
 //! let f = Fence::new(Id::new("s")?, 0);
 //! let mut s = Session::open(f.clone(), OpenOptions::default(), Instant::ZERO)?;
-//! s.bind(&f, 2, &Id::new("tts-1")?)?;
-//! // The next turn starts while tts-1 still speaks.
-//! let next = f.clone().with_turn(1);
-//! s.bind(&next, 2, &Id::new("tts-2")?)?;
-//! assert_eq!(s.route_output("tts-1").map(|r| r.owner), Some(Owner::Draining));
-//! assert_eq!(s.route_output("tts-2").map(|r| r.owner), Some(Owner::Current));
-//! // A barge-in keeps the speaker's request (stage 2) bound, stale.
-//! let released = s.drain(&next, &next.clone().with_epoch(1), |stage| stage == 2)?;
-//! assert!(released.is_empty());
-//! assert_eq!(s.route_output("tts-2").map(|r| r.owner), Some(Owner::Stale));
+//! s.bind(&f, 1, &Id::new("llm-0")?)?;
+//! s.bind(&f, 2, &Id::new("tts-0")?)?;
+//! // The next turn starts while tts-0 still speaks: the speaker drains.
+//! let t1 = f.clone().with_turn(1);
+//! assert_eq!(s.drain(&f, &t1, |stage| stage == 2)?.as_slice(), [Id::new("llm-0")?]);
+//! s.bind(&t1, 2, &Id::new("tts-1")?)?;
+//! assert_eq!(s.route_output("tts-0").map(|r| r.owner), Some(Owner::Draining));
+//! assert_eq!(s.route_output("tts-1").map(|r| r.owner), Some(Owner::Current));
+//! // A barge-in keeps the speaker's request bound, stale.
+//! assert!(s.drain(&t1, &t1.clone().with_epoch(1), |stage| stage == 2)?.is_empty());
+//! assert_eq!(s.route_output("tts-1").map(|r| r.owner), Some(Owner::Stale));
 //! assert_eq!(s.release_drained().len(), 2);
-//! assert_eq!(s.route_output("tts-1"), None);
+//! assert_eq!(s.route_output("tts-0"), None);
 //! # Ok::<(), Error>(())
 //! ```
 
@@ -44,7 +49,7 @@ use core::fmt;
 use crate::base::Stamp;
 use crate::fence::Position;
 use crate::profile::Tables;
-use crate::requests::{RequestIds, RequestState, Requests, Row};
+use crate::requests::{RequestIds, Requests, Row};
 use crate::storage::StoredId;
 
 /// Whose output a request's output is.
@@ -60,11 +65,11 @@ use crate::storage::StoredId;
 pub enum Owner {
     /// Bound under a cancelled epoch (a barge-in): late output, dropped.
     Stale,
-    /// Replaced as its stage's binding by a newer turn or response of the
-    /// current epoch: its output belongs to the response it was bound for.
+    /// Bound under an earlier turn or response of the current epoch: its
+    /// output belongs to the response it was bound for.
     Draining,
-    /// Its stage's live request (its binding, or reserved and not yet
-    /// bound) in the current epoch: the current response's output.
+    /// Bound (or reserved) under the session's current fence, or one it
+    /// has not reached yet: the current response's output.
     Current,
 }
 
@@ -81,6 +86,16 @@ impl Owner {
             Owner::Draining => "draining",
             Owner::Stale => "stale",
         }
+    }
+
+    /// Whether it is the current response's.
+    ///
+    /// ```
+    /// # use duplex_core::drain::Owner;
+    /// assert!(Owner::Current.is_current() && !Owner::Draining.is_current());
+    /// ```
+    pub const fn is_current(self) -> bool {
+        matches!(self, Owner::Current)
     }
 
     /// Whether the output is used: the current response's, or a draining
@@ -129,10 +144,10 @@ pub struct OutputRoute {
 fn owner_of<I>(row: &Row<'_, I>, current: Position) -> Owner {
     if row.position.epoch < current.epoch {
         Owner::Stale
-    } else if row.is_binding() || row.state() == RequestState::Reserved {
-        Owner::Current
-    } else {
+    } else if row.position.is_behind(current) {
         Owner::Draining
+    } else {
+        Owner::Current
     }
 }
 
@@ -231,20 +246,42 @@ mod tests {
     }
 
     #[test]
-    fn a_replaced_binding_drains_and_names_its_response() -> Result<(), Error> {
+    fn an_earlier_turns_request_drains_and_names_its_response() -> Result<(), Error> {
         let (mut s, f) = open();
         let t1 = f.clone().with_turn(1).with_response(2);
         s.bind(&f, 0, &id("resident"))?;
         s.bind(&f, 2, &id("tts-0"))?;
+        s.reserve(&f, 3, &id("never-bound"))?;
         s.bind(&t1, 2, &id("tts-1"))?;
         s.reserve(&t1, 3, &id("next"))?;
-        assert_eq!(owner(&s, "resident"), Some(Owner::Current));
-        assert_eq!(owner(&s, "tts-1"), Some(Owner::Current));
-        assert_eq!(owner(&s, "next"), Some(Owner::Current));
+        // The resident stage is bound again at each turn's fence.
+        s.bind(&t1, 0, &id("resident"))?;
+        for current in ["resident", "tts-1", "next"] {
+            assert_eq!(owner(&s, current), Some(Owner::Current), "{current}");
+        }
+        assert_eq!(owner(&s, "never-bound"), Some(Owner::Draining));
         let route = s.route_output("tts-0").unwrap();
         assert_eq!((route.owner, route.stage), (Owner::Draining, 2));
         assert_eq!((route.bound_at.turn, route.bound_at.response), (0, 0));
         assert_eq!(owner(&s, "nobody"), None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_turn_keeps_the_draining_stages_and_releases_the_rest() -> Result<(), Error> {
+        let (mut s, f) = open();
+        s.bind(&f, 1, &id("llm"))?;
+        s.bind(&f, 2, &id("tts"))?;
+        let t1 = f.clone().with_turn(1);
+        assert_eq!(
+            s.drain(&f, &t1, |stage| stage == 2)?.as_slice(),
+            [id("llm")]
+        );
+        assert_eq!((s.fence(), owner(&s, "tts")), (&t1, Some(Owner::Draining)));
+        // Not ahead: refused, nothing changes.
+        let e = s.drain(&t1, &t1, |_| true).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::FenceMismatch);
+        assert_eq!(owner(&s, "tts"), Some(Owner::Draining));
         Ok(())
     }
 
@@ -291,25 +328,24 @@ mod tests {
     #[test]
     fn drained_requests_are_released_once() -> Result<(), Error> {
         let (mut s, f) = open();
+        let t1 = f.clone().with_turn(1);
         s.bind(&f, 0, &id("resident"))?;
         s.bind(&f, 2, &id("tts-0"))?;
-        s.bind(&f.clone().with_turn(1), 2, &id("tts-1"))?;
-        s.bind(&f.clone().with_turn(1), 3, &id("tts-0"))?;
-        // tts-0 was replaced on stage 2 but is current on stage 3: it is
-        // the current response's, not draining.
+        s.bind(&t1, 2, &id("tts-1"))?;
+        s.bind(&t1, 3, &id("tts-0"))?;
+        // tts-0 is draining on stage 2 but current on stage 3: it is the
+        // current response's, on every stage.
         assert_eq!(owner(&s, "tts-0"), Some(Owner::Current));
-        assert_eq!(s.draining().count(), 0);
+        assert!(s.draining().map(|(r, _)| r.as_str()).eq(["resident"]));
+        assert_eq!(s.release_drained().as_slice(), [id("resident")]);
         assert!(s.release_drained().is_empty());
-        assert_eq!(s.resources().count(), 4);
+        assert_eq!(s.resources().count(), 3);
         let e1 = f.clone().with_epoch(1);
-        assert!(s.drain(&f.clone().with_turn(1), &e1, |_| true)?.is_empty());
-        // Everything is behind the new epoch now, the resident too.
-        assert_eq!(owner(&s, "resident"), Some(Owner::Stale));
+        assert!(s.drain(&t1, &e1, |_| true)?.is_empty());
+        // Everything is behind the new epoch now.
+        assert_eq!(owner(&s, "tts-1"), Some(Owner::Stale));
         let released = s.release_drained();
-        assert_eq!(
-            released.as_slice(),
-            [id("resident"), id("tts-0"), id("tts-1")]
-        );
+        assert_eq!(released.as_slice(), [id("tts-0"), id("tts-1")]);
         assert!(s.release_drained().is_empty());
         assert_eq!(s.resources().count(), 0);
         Ok(())

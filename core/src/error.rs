@@ -15,7 +15,8 @@ pub enum FenceRule {
     /// Same incarnation, but older: a lower epoch, or within the same epoch a
     /// lower turn or response (a late message from a cancelled turn).
     Stale,
-    /// `cancel`: the next fence does not advance past the cancelled epoch.
+    /// `cancel`: the next fence does not advance past the cancelled epoch;
+    /// `drain`: the next fence is not ahead of the cancelled one.
     NotAdvancing,
     /// `cancel`: the cancelled fence is ahead of the session's current one.
     Ahead,
@@ -28,7 +29,7 @@ impl fmt::Display for FenceRule {
         f.write_str(match self {
             FenceRule::Identity => "other session or incarnation",
             FenceRule::Stale => "stale",
-            FenceRule::NotAdvancing => "next epoch must exceed the cancelled epoch",
+            FenceRule::NotAdvancing => "next fence must move past the cancelled one",
             FenceRule::Ahead => "cancelled fence is ahead of the session",
             FenceRule::Migration => "a migration must move to a higher incarnation",
         })

@@ -262,11 +262,6 @@ impl<I> Row<'_, I> {
         }
     }
 
-    /// Whether the row is its stage's binding.
-    pub(crate) fn is_binding(&self) -> bool {
-        self.rank() != 0
-    }
-
     /// Place in the binding order, or 0 if not its stage's binding.
     fn rank(&self) -> u8 {
         self.state.saturating_sub(SUBMITTED)

@@ -14,16 +14,21 @@ use crate::profile::{IdOf, Profile, Tables};
 use crate::requests::RequestIds;
 
 impl<S: State, P: Profile> Session<S, P> {
-    /// Barge-in that lets some requests drain: as
-    /// [`cancel`](Session::cancel), but the requests held at exactly
-    /// `cancelled` on the stages `keep` names stay bound, behind the new
-    /// epoch, until released: their output routes as
-    /// [`Owner::Stale`](crate::drain::Owner::Stale). Returns the requests
-    /// released now.
+    /// Moves the session on from `cancelled` to `next` (the next turn or
+    /// response, or a barge-in's new epoch) and returns and releases the
+    /// requests held at exactly `cancelled`, except on the stages `keep`
+    /// names: those stay bound until released, their output routed as
+    /// [`Owner::Draining`](crate::drain::Owner::Draining) (a new turn of
+    /// the same epoch) or [`Owner::Stale`](crate::drain::Owner::Stale) (a
+    /// new epoch). Keeping nothing across an epoch is
+    /// [`cancel`](Session::cancel). A late drain never moves the session
+    /// backwards.
     ///
     /// # Errors
     ///
-    /// As [`cancel`](Session::cancel); nothing changes on error.
+    /// [`Error::FenceMismatch`] if either fence names another identity, if
+    /// `next` is not ahead of `cancelled`, if `cancelled` is ahead of the
+    /// session, or if accepting `next` fails. Nothing changes on error.
     ///
     /// ```
     /// # use duplex_core::*;
@@ -45,16 +50,19 @@ impl<S: State, P: Profile> Session<S, P> {
     where
         S: Live,
     {
-        self.cancel_keeping(cancelled, next, keep)
+        let ahead = cancelled.position().is_behind(next.position());
+        self.move_on(cancelled, next, keep, ahead)
     }
 
-    /// `cancel` and `drain`: the checks, then the move and the release.
+    /// `cancel` and `drain`: the checks (`advancing`: whether `next` moves
+    /// far enough past `cancelled`), then the move and the release.
     #[inline]
-    pub(super) fn cancel_keeping(
+    pub(super) fn move_on(
         &mut self,
         cancelled: &Fence<IdOf<P>>,
         next: &Fence<IdOf<P>>,
         keep: impl Fn(u32) -> bool + Copy,
+        advancing: bool,
     ) -> Result<RequestIds<P::Tables>, Error>
     where
         S: Live,
@@ -65,7 +73,7 @@ impl<S: State, P: Profile> Session<S, P> {
         if !next.same_identity(&self.fence) {
             return Err(cancelled.mismatch(FenceRule::Identity, next));
         }
-        if next.epoch <= cancelled.epoch {
+        if !advancing {
             return Err(cancelled.mismatch(FenceRule::NotAdvancing, next));
         }
         let current = self.fence.position();

@@ -443,7 +443,8 @@ impl<S: State, P: Profile> Session<S, P> {
     where
         S: Live,
     {
-        self.cancel_keeping(cancelled, next, |_| false)
+        let new_epoch = next.epoch > cancelled.epoch;
+        self.move_on(cancelled, next, |_| false, new_epoch)
     }
 
     /// Publishes new configurations atomically. Passing neither changes

@@ -23,7 +23,7 @@
 //!   exactly what it asked, a release takes away at most what was held,
 //!   a cancel leaves nothing pending.
 //! - every held request's output routes as the current response's, a
-//!   draining one's or a stale one's, as its stage, fence and binding say;
+//!   draining one's or a stale one's, as the fence it was bound under says;
 //!   an unknown request's has no route; the draining list is exactly the
 //!   requests that are not current, and releasing it leaves none.
 

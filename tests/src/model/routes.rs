@@ -1,13 +1,13 @@
 //! The routes of request output, checked after every step from what each
-//! session shows of its requests (their stages, fences, states and
-//! bindings): whose output a request's output is.
+//! session shows of its requests (the fence each was bound under): whose
+//! output a request's output is.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use duplex_core::drain::Owner;
 use duplex_core::profile::Profile;
 use duplex_core::storage::StoredId as _;
-use duplex_core::{AnySession, RequestState, Session, Unfinished};
+use duplex_core::{AnySession, Session, Unfinished};
 
 /// Checks every unfinished session `m` lists.
 pub(super) fn check_routes<'a, P: Profile>(
@@ -26,25 +26,21 @@ pub(super) fn check_routes<'a, P: Profile>(
 }
 
 /// A request is the current response's if, on some stage, it is bound or
-/// reserved in the session's epoch; else it drains if some stage still
-/// holds it in that epoch (a newer request replaced it); else it belongs
-/// to a cancelled epoch and is stale.
+/// reserved at the session's fence or ahead of it; else it drains if it
+/// works for an earlier turn or response of the session's epoch; else it
+/// belongs to a cancelled epoch and is stale.
 fn check<S: Unfinished, P: Profile>(any: &AnySession<P>, s: &Session<S, P>) -> Result<(), String> {
     let name = s.id().to_string();
-    let epoch = s.fence().epoch;
-    let bound: BTreeSet<(u32, String)> = s
-        .bindings()
-        .map(|(stage, r)| (stage, r.text().to_string()))
-        .collect();
+    let now = s.fence();
     let mut want: BTreeMap<String, Owner> = BTreeMap::new();
-    for (stage, r, state, at) in s.resources_with_fences() {
+    for (_, r, _, at) in s.resources_with_fences() {
         let r = r.text().to_string();
-        let owner = if at.epoch < epoch {
+        let owner = if at.epoch < now.epoch {
             Owner::Stale
-        } else if state == RequestState::Reserved || bound.contains(&(stage, r.clone())) {
-            Owner::Current
-        } else {
+        } else if at.epoch == now.epoch && (at.turn < now.turn || at.response < now.response) {
             Owner::Draining
+        } else {
+            Owner::Current
         };
         let best = want.entry(r).or_insert(owner);
         *best = (*best).max(owner);
