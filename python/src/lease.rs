@@ -194,13 +194,16 @@ impl PySession {
 
 impl PySession {
     /// Barge-in (`release`) or its first half: the seed's checks and
-    /// exceptions first, then the core.
+    /// exceptions first, then the core. With `drain`, the stages it names
+    /// stay bound, and `next` need only be ahead of `cancelled` (the core's
+    /// rule for `drain`), not in a later epoch.
     pub(crate) fn cancel<'py>(
         &self,
         py: Python<'py>,
         cancelled: &Bound<'py, PyAny>,
         next: &Bound<'py, PyAny>,
         release: bool,
+        drain: Option<&[u32]>,
     ) -> PyResult<Bound<'py, PyList>> {
         let c = self.arg(cancelled)?;
         let n = self.arg(next)?;
@@ -220,7 +223,16 @@ impl PySession {
         if c.session_id.to_str()? != sid || c.incarnation != cur.incarnation {
             return Err(fence_mismatch(&current, cancelled));
         }
-        if n.session_id.to_str()? != sid || n.incarnation != cur.incarnation || n.epoch <= c.epoch {
+        // The core's fence order: a later epoch, or in the same epoch a later
+        // turn or response.
+        let ahead = n.epoch > c.epoch
+            || (n.epoch == c.epoch && (n.turn > c.turn || n.response > c.response));
+        let advancing = if drain.is_some() {
+            ahead
+        } else {
+            n.epoch > c.epoch
+        };
+        if n.session_id.to_str()? != sid || n.incarnation != cur.incarnation || !advancing {
             return Err(fence_mismatch(cancelled, next));
         }
         let key = |f: &FenceArg<'_>| (f.epoch, f.turn, f.response);
@@ -236,7 +248,11 @@ impl PySession {
                 let nf = n.fence()?;
                 m.update_at(key, |s| {
                     if release {
-                        s.cancel(&cf, &nf).map(|ids| names(&ids))
+                        match drain {
+                            Some(keep) => s.drain(&cf, &nf, |stage| keep.contains(&stage)),
+                            None => s.cancel(&cf, &nf),
+                        }
+                        .map(|ids| names(&ids))
                     } else {
                         let advanced = if advance { s.accept_fence(&nf) } else { Ok(()) };
                         advanced

@@ -40,6 +40,7 @@ macro_rules! fenced {
 
 mod append;
 mod close;
+mod drain;
 mod input;
 mod lease;
 mod overlap;

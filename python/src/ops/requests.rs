@@ -200,7 +200,7 @@ impl PySession {
             return Ok(stale);
         }
         Ok(this
-            .cancel(py, cancelled_fence, next_fence, true)?
+            .cancel(py, cancelled_fence, next_fence, true, None)?
             .into_any())
     }
 
@@ -211,6 +211,6 @@ impl PySession {
         cancelled_fence: &Bound<'py, PyAny>,
         next_fence: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.cancel(py, cancelled_fence, next_fence, false)
+        self.cancel(py, cancelled_fence, next_fence, false, None)
     }
 }
