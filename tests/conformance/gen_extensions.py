@@ -10,13 +10,20 @@ vllm-omni 0.30.0's own session code where it has the rule:
   per call as the release's runner does;
 - overlap: `overlap_policy.decide` over that session (a session that
   supports barge-in and answers when asked), and its
-  `reset_overlap_speech`, which a barge-in also calls.
+  `reset_overlap_speech`, which a barge-in also calls;
+- draining: its `bind_stage_request`, `complete_model_turn`,
+  `bind_draining_request`, `is_draining_request`, `pop_draining_request`
+  and `release_resources_for_request_ids`, driven at a new turn as its
+  runner drives them (the previous requests of the stages that do not
+  drain are dropped, those of the draining stage drain under the previous
+  response).
 
 What the release has no rule for is ours, as docs/guarantees.md says: the
 fence is checked first (a stale one is `fence_mismatch`), deciding and
 reserving need an open session (`wrong_state` while detached), a refused
-reservation is `input_backpressure`, and a resume named by the control id
-of the last one answers its generation again.
+reservation is `input_backpressure`, a resume named by the control id
+of the last one answers its generation again, and a barge-in that keeps
+the draining stage's request leaves it bound, stale, until released.
 
     DUPLEX_VLLM_OMNI_WHEEL=... python3 tests/conformance/gen_extensions.py OUT_DIR [--seed N] [--traces N] [--ops N]
 
@@ -41,6 +48,11 @@ WORDS = ("barge_in", "interrupt", "listen", "continue", "ack", "drop", "ignore",
 # Tokens without spaces, so that the device's script carries them.
 TRANSCRIPTS = ("okay", "嗯嗯", "yes!", "tomorrow?", "go-on")
 POLICIES = ("listen_only", "barge_in_on_speech", "thresholds")
+STAGES = (0, 1, 2)
+#: The stage whose request drains (a plugin's `draining_stage_ids`).
+DRAINING = (2,)
+#: The conformance profile's request resources (`RESOURCES`).
+RESOURCES = 8
 
 
 class Session:
@@ -50,6 +62,10 @@ class Session:
     def __init__(self, es, config_module, name, incarnation, limits, rule):
         self.name, self.incarnation = name, incarnation
         self.state, self.epoch, self.generation, self.resumed_by = "open", 0, 0, None
+        self.turn = 0
+        #: Requests kept bound across a barge-in: (stage, id, epoch, turn),
+        #: oldest first (the release forgets them at its barge-in).
+        self.stale = []
         self.limits = limits
         config = config_module.DuplexSessionConfig(
             overlap_short_ack_ms=rule["short_ack_ms"], overlap_barge_in_ms=rule["barge_in_ms"]
@@ -58,10 +74,34 @@ class Session:
         # threshold rule is what `decide` does for any other value.
         config.overlap_policy = rule["policy"]
         self.release = es.DuplexEngineSession(session_id=name, config=config)
+        self.release.begin_response()
 
     def fence(self, stale=False):
         epoch = self.epoch - 1 if stale else self.epoch
-        return {"session": self.name, "incarnation": self.incarnation, "epoch": epoch, "turn": 0, "response": 0}
+        return {"session": self.name, "incarnation": self.incarnation, "epoch": epoch, "turn": self.turn, "response": 0}
+
+    def rows(self):
+        """Every request held, oldest first: (stage, id, epoch, turn)."""
+        live = [(r.stage_id, r.request_id, r.fence.epoch, r.fence.turn_id) for r in self.release.request_resources.values()]
+        return self.stale + live
+
+    def held(self):
+        return list(dict.fromkeys(rid for _, rid, _, _ in self.rows()))
+
+    def route(self, request):
+        """Where `request`'s output goes: the release says which drain;
+        what a barge-in kept is stale."""
+        for stage, rid, epoch, turn in self.rows():
+            if rid != request:
+                continue
+            if epoch < self.epoch:
+                owner = "stale"
+            elif self.release.is_draining_request(rid):
+                owner = "draining"
+            else:
+                owner = "current"
+            return {"owner": owner, "stage": stage, "epoch": epoch, "turn": turn, "response": 0}
+        return None
 
     def pending(self):
         return {"bytes": self.release.pending_input_bytes, "turns": self.release.pending_input_turns}
@@ -87,6 +127,7 @@ class Generator:
         self.es = release_module("vllm_omni.engine.duplex.session.engine_session")
         self.policy = release_module("vllm_omni.engine.duplex.session.overlap_policy")
         self.config = release_module("vllm_omni.engine.duplex.config")
+        self.contracts = release_module("vllm_omni.engine.duplex.contracts")
         self.sessions = {}
         self.incarnations = {name: 0 for name in SESSIONS}
 
@@ -151,28 +192,105 @@ class Generator:
             held = s.pending()
             es.cancel_pending_input()
             return {"op": "cancel_pending_input", "session": name, "expect": ok(held)}
-        if roll < 0.70:
+        if roll < 0.56:
             return self.decide(s)
-        if roll < 0.75:
+        if roll < 0.59:
             heard = es.reset_overlap_speech()
             return {"op": "reset_overlap_speech", "session": name, "expect": ok({"heard": heard})}
-        if roll < 0.82:
-            # A barge-in: the epoch moves on; the release's runner forgets
-            # the overlapping speech (ours: the epoch change does).
-            cancelled = s.fence()
-            s.epoch += 1
-            es.reset_overlap_speech()
-            return {"op": "cancel", "cancelled": cancelled, "next": s.fence(), "expect": ok({"ids": []})}
-        if roll < 0.88:
+        if roll < 0.63:
+            return self.barge_in(s, keep=rng.random() < 0.5)
+        if roll < 0.86:
+            return self.drain_step(s)
+        if roll < 0.90:
             if s.state != "open":
                 return {"op": "detach", "fence": s.fence(), "expect": error("wrong_state")}
             s.state = "detached"
             return {"op": "detach", "fence": s.fence(), "expect": ok(None)}
-        if roll < 0.97:
+        if roll < 0.98:
             return self.resume_by(s)
         # Closed: opened again under a new incarnation.
         del self.sessions[name]
-        return {"op": "close", "fence": s.fence(), "reason": "client_close", "expect": ok({"closed": True, "ids": []})}
+        return {"op": "close", "fence": s.fence(), "reason": "client_close", "expect": ok({"closed": True, "ids": s.held()})}
+
+    def drain_step(self, s):
+        """Draining: a stage's request bound, a new turn that lets the
+        speaker drain, a request's route, a drained request finished, or
+        everything that drains released."""
+        rng, es = self.rng, s.release
+        roll = rng.random()
+        if roll < 0.35:
+            stage = rng.choice(STAGES)
+            rid = f"e{s.epoch}t{s.turn}s{stage}"
+            op = {"op": "bind", "fence": s.fence(), "stage": stage, "request_id": rid}
+            if rid not in s.held() and len(s.rows()) >= RESOURCES:
+                # The conformance profile's resource table is full.
+                op["expect"] = error("full")
+                return op
+            es.bind_stage_request(stage, rid, fence=self.contract_fence(s))
+            op["expect"] = ok(None)
+            return op
+        if roll < 0.55:
+            # The next turn starts while the answer plays (the release's
+            # concurrent-turn branch, with the previous response active).
+            cancelled = s.fence()
+            before = list(es.request_resources.keys())
+            at = [rid for (_, rid), r in es.request_resources.items() if r.fence.turn_id == s.turn and r.fence.epoch == s.epoch]
+            prior = es.active_response_id
+            es.complete_model_turn(s.turn)
+            dropped = []
+            for sid, rid in before:
+                if sid not in DRAINING:
+                    es.request_resources.pop((sid, rid), None)
+                    dropped.append(rid)
+                elif prior is not None and not es.is_draining_request(rid):
+                    es.bind_draining_request(rid, prior)
+            es.begin_response(turn_id=es.turn_id)
+            s.turn = es.turn_id
+            ids = [rid for rid in dict.fromkeys(dropped) if rid in at]
+            return {"op": "drain", "cancelled": cancelled, "next": s.fence(), "keep": list(DRAINING), "expect": ok({"ids": ids})}
+        if roll < 0.8:
+            known = [rid for _, rid, _, _ in s.rows()] + ["nobody"]
+            not_current = [rid for rid in known[:-1] if s.route(rid)["owner"] != "current"]
+            rid = rng.choice(not_current if not_current and rng.random() < 0.6 else known)
+            return {"op": "route_output", "session": s.name, "request_id": rid, "expect": ok(s.route(rid))}
+        if roll < 0.9:
+            draining = [rid for rid in es.draining_request_ids() if es.is_draining_request(rid)]
+            if draining:
+                # A draining request finished (the release's end of turn).
+                rid = rng.choice(draining)
+                es.pop_draining_request(rid)
+                es.release_resources_for_request_ids([rid])
+                return {"op": "release", "session": s.name, "request_ids": [rid], "expect": ok(None)}
+        ids = [rid for rid in s.held() if s.route(rid)["owner"] != "current"]
+        for rid in ids:
+            es.pop_draining_request(rid)
+        es.release_resources_for_request_ids(ids)
+        s.stale = []
+        return {"op": "release_drained", "session": s.name, "expect": ok({"ids": ids})}
+
+    def contract_fence(self, s):
+        return self.contracts.DuplexFence(s.name, epoch=s.epoch, turn_id=s.turn)
+
+    def barge_in(self, s, keep):
+        """A barge-in: the epoch moves on; the cancelled fence's requests
+        are released (those of the draining stage kept bound, stale, when
+        `keep`); the release's runner forgets the overlapping speech and
+        what drained (ours: the epoch change does the first)."""
+        es = s.release
+        cancelled = s.fence()
+        at = [(r.stage_id, rid) for (_, rid), r in es.request_resources.items() if r.fence.epoch == s.epoch and r.fence.turn_id == s.turn]
+        released = list(dict.fromkeys(rid for stage, rid in at if not (keep and stage in DRAINING)))
+        # Everything else the release held becomes stale (it forgets what
+        # drained); the released ones leave.
+        s.stale += [row for row in s.rows()[len(s.stale):] if row[1] not in released]
+        es.request_resources.clear()
+        es.barge_in()
+        es.begin_response()
+        es.reset_overlap_speech()
+        s.epoch += 1
+        op = {"op": "drain", "cancelled": cancelled, "next": s.fence(), "keep": list(DRAINING) if keep else []}
+        op["expect"] = ok({"ids": released})
+        return op
 
     def decide(self, s):
         rng = self.rng

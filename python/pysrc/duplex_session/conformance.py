@@ -385,6 +385,25 @@ class Runner:
     def op_reset_overlap_speech(self, op):
         return {"heard": self.session(op["session"]).reset_overlap_speech()}
 
+    def op_drain(self, op):
+        s, cancelled = self.by_fence(op, "cancelled")
+        return {"ids": s.drain_fence(cancelled, fence_of(op["next"]), keep_stages=op["keep"])}
+
+    def op_route_output(self, op):
+        route = self.session(op["session"]).route_output(op["request_id"])
+        if route is None:
+            return None
+        return {
+            "owner": route["owner"],
+            "stage": route["stage_id"],
+            "epoch": route["epoch"],
+            "turn": route["turn_id"],
+            "response": route["response_id"],
+        }
+
+    def op_release_drained(self, op):
+        return {"ids": self.session(op["session"]).release_drained()}
+
     def op_resume_by(self, op):
         s, f = self.by_fence(op)
         generation = s.resume(f, expected_lease_generation=op["expected_generation"], control_id=op["control_id"])

@@ -146,6 +146,12 @@ def encode_line(o, handles, max_handles):
             f"decide_overlap {fence(o['fence'])} {n(o['duration_ms'])} {flag(o['speech'])} {s(o.get('request'))} "
             f"{flag(o.get('force_barge_in'))} {flag(o.get('force_listen'))} {'-' if vad is None else flag(vad)} {s(o.get('transcript'))}"
         )
+    if op == "drain":
+        return f"drain {fence(o['cancelled'])} {fence(o['next'])} {ints(o['keep'])}"
+    if op == "route_output":
+        return f"route_output {s(o['session'])} {s(o['request_id'])}"
+    if op == "release_drained":
+        return f"release_drained {s(o['session'])}"
     if op == "resume_by":
         return f"resume_by {fence(o['fence'])} {n(o['expected_generation'])} {s(o['control_id'])}"
     raise ValueError(f"unknown op {op!r}")

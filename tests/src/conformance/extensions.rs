@@ -1,21 +1,22 @@
 //! The operations vllm-omni 0.30's session added to the seed's, as
 //! `tests/conformance/FORMAT.md` ("Extensions") writes them: input
-//! budgets, overlap decisions, and a resume named by its control id; and
-//! the `manager` fields that set its sessions' input limits and overlap
-//! rule.
+//! budgets, overlap decisions, a resume named by its control id, and
+//! draining requests; and the `manager` fields that set its sessions'
+//! input limits and overlap rule.
 
 use duplex_core::overlap::{
     is_short_ack, Forced, Overlap, OverlapConfig, OverlapPolicy, OverlapRequest,
 };
 use duplex_core::{InputLimits, OpenOptions, PendingInput};
-use duplex_std::{InputBudgets as _, Overlaps as _, Sessions as _};
+use duplex_core::drain::OutputRoute;
+use duplex_std::{Drains as _, InputBudgets as _, Overlaps as _, Sessions as _};
 use serde_json::{json, Map, Value};
 
-use super::json::{bad, bool_of, fence_of, field, session_of, str_of, u64_of};
+use super::json::{bad, bool_of, fence_of, field, ids_json, session_of, str_of, u64_of};
 use super::{Outcome, ParseError, Runner, UNKNOWN};
 
 /// The extension operations.
-pub(super) const OPS: [&str; 9] = [
+pub(super) const OPS: [&str; 12] = [
     "reserve_input",
     "reserve_turn",
     "release_input",
@@ -25,6 +26,9 @@ pub(super) const OPS: [&str; 9] = [
     "decide_overlap",
     "reset_overlap_speech",
     "resume_by",
+    "drain",
+    "route_output",
+    "release_drained",
 ];
 
 fn pending_json(p: PendingInput) -> Value {
@@ -113,6 +117,28 @@ fn overlap_of(op: &Map<String, Value>) -> Result<Overlap, ParseError> {
     })
 }
 
+fn route_json(route: Option<OutputRoute>) -> Value {
+    route.map_or(Value::Null, |r| {
+        json!({
+            "owner": r.owner.as_str(),
+            "stage": r.stage,
+            "epoch": r.bound_at.epoch,
+            "turn": r.bound_at.turn,
+            "response": r.bound_at.response,
+        })
+    })
+}
+
+/// `drain`'s stages to keep.
+fn keep_of(op: &Map<String, Value>) -> Result<Vec<u32>, ParseError> {
+    field(op, "keep")?
+        .as_array()
+        .ok_or_else(|| bad("`keep` must be a list of stages"))?
+        .iter()
+        .map(|v| narrow(v, "keep"))
+        .collect()
+}
+
 impl Runner {
     /// Runs an extension operation.
     pub(super) fn op_extension(
@@ -122,6 +148,19 @@ impl Runner {
     ) -> Result<Outcome, ParseError> {
         let m = &mut self.manager;
         let kind = |e: duplex_std::Error| e.kind();
+        if name == "drain" {
+            let keep = keep_of(op)?;
+            let (Some(cancelled), Some(next)) = (
+                fence_of(field(op, "cancelled")?)?,
+                fence_of(field(op, "next")?)?,
+            ) else {
+                return Ok(UNKNOWN);
+            };
+            return Ok(m
+                .drain(&cancelled, &next, |stage| keep.contains(&stage))
+                .map(|ids| json!({"ids": ids_json(&ids)}))
+                .map_err(kind));
+        }
         if matches!(
             name,
             "reserve_input" | "reserve_turn" | "decide_overlap" | "resume_by"
@@ -189,6 +228,16 @@ impl Runner {
             "reset_overlap_speech" => m
                 .reset_overlap_speech(&session)
                 .map(|heard| json!({ "heard": heard }))
+                .map_err(kind),
+            "route_output" => {
+                let request = str_of(field(op, "request_id")?, "request_id")?;
+                m.route_output(&session, request)
+                    .map(route_json)
+                    .map_err(kind)
+            }
+            "release_drained" => m
+                .release_drained(&session)
+                .map(|ids| json!({"ids": ids_json(&ids)}))
                 .map_err(kind),
             other => return Err(bad(format!("unknown op {other:?}"))),
         })

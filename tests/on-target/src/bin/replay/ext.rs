@@ -1,6 +1,7 @@
 //! The extension operations (`tests/conformance/FORMAT.md`,
-//! "Extensions"): input budgets, overlap decisions, named resumes; and the
-//! `manager` line's input limits and overlap rule.
+//! "Extensions"): input budgets, overlap decisions, named resumes,
+//! draining requests; and the `manager` line's input limits and overlap
+//! rule.
 
 use core::fmt::Write as _;
 
@@ -86,6 +87,29 @@ impl Runner {
                     })
                 })
             }
+            "route_output" => {
+                let request = t.text()?;
+                let r = self.with(id, |s, _| s.route_output(request));
+                r.and_then(|route| match route {
+                    None => self.null(),
+                    Some(r) => self.ok(|o| {
+                        let at = r.bound_at;
+                        let _ = write!(
+                            o,
+                            "{{\"owner\":\"{}\",\"stage\":{},\"epoch\":{},\"turn\":{},\"response\":{}}}",
+                            r.owner.as_str(),
+                            r.stage,
+                            at.epoch,
+                            at.turn,
+                            at.response
+                        );
+                    }),
+                })
+            }
+            "release_drained" => {
+                let r = self.with(id, |s, _| s.release_drained());
+                self.ids_result(r)
+            }
             "reset_overlap_speech" => {
                 let r = self.with(id, |s, _| s.reset_overlap_speech());
                 r.and_then(|h| {
@@ -96,6 +120,22 @@ impl Runner {
             }
             _ => return Err(Bad("unknown op")),
         })
+    }
+
+    /// `drain`: a cancelled and a next fence, and the stages to keep.
+    #[inline(never)]
+    pub(crate) fn op_drain(&mut self, t: &mut Tokens<'_>) -> Result<Outcome, Bad> {
+        let (cancelled, next) = (t.fence()?, t.fence()?);
+        let keep = t.ints()?;
+        let (Some(cancelled), Some(next)) = (cancelled, next) else {
+            return Ok(Err(ErrorKind::UnknownSession));
+        };
+        let r = self.with(Some(&cancelled.session), |s, _| {
+            s.drain(&cancelled, &next, |stage| {
+                keep.iter().any(|k| u32::try_from(*k) == Ok(stage))
+            })
+        });
+        Ok(self.ids_result(r))
     }
 
     #[inline(never)]

@@ -184,7 +184,10 @@ impl Runner {
             | "cancel_pending_input"
             | "decide_overlap"
             | "reset_overlap_speech"
-            | "resume_by" => self.op_extension(&mut t, op)?,
+            | "resume_by"
+            | "route_output"
+            | "release_drained" => self.op_extension(&mut t, op)?,
+            "drain" => self.op_drain(&mut t)?,
             _ => return Err(Bad("unknown op")),
         })
     }
