@@ -7,6 +7,8 @@ use super::{Fault, World, GRACE, IDLE_TTL, STEP_MS};
 use duplex_std::{Error, InputBudgets, Sessions};
 
 mod budget;
+mod drain;
+pub(crate) use drain::SPEAKER;
 mod overlap;
 
 pub(crate) const AUDIO: InputMode = InputMode::AppendAudioChunk;
@@ -52,6 +54,9 @@ pub(crate) struct Client {
     /// The speech the session has heard over the model's answer, by the
     /// client's own count.
     heard: u32,
+    /// Requests kept bound past their turn or epoch: `(id, epoch, turn)`
+    /// of the fence each was bound under.
+    draining: Vec<(String, u64, u64)>,
 }
 
 /// Whether an error means the session is gone or closing under the client
@@ -80,10 +85,16 @@ impl Client {
             generating: None,
             pending: PendingInput::default(),
             heard: 0,
+            draining: Vec::new(),
         }
     }
 
     pub(crate) fn step(&mut self, w: &mut World<'_>) {
+        if matches!(self.phase, Phase::Talking { .. } | Phase::Responding { .. })
+            && !self.check_draining(w)
+        {
+            return;
+        }
         match self.phase {
             Phase::Offline { until } if w.step >= until => self.open(w),
             Phase::Talking { chunks } => self.talk(w, chunks),
@@ -103,6 +114,8 @@ impl Client {
     fn start_over(&mut self, w: &mut World<'_>) {
         self.stale = Some(self.fence.clone());
         self.requests.clear();
+        // The session's close, expiry or cleanup releases what drained.
+        self.draining.clear();
         self.generating = None;
         self.pending = PendingInput::default();
         self.heard = 0;
@@ -372,7 +385,19 @@ impl Client {
                 return self.failed(w, "end_operation", &e);
             }
         }
-        self.release_requests(w);
+        // The next turn may start while the speaker still plays: its
+        // request drains; the others are released.
+        let next_turn = self.fence.clone().with_turn(self.fence.turn + 1);
+        let drained = w.fault(Fault::Drain, 0.3);
+        if drained {
+            let cancelled = self.fence.clone();
+            if !self.drain_to(w, &cancelled, &next_turn) {
+                return;
+            }
+            self.fence = next_turn.clone();
+        } else {
+            self.release_requests(w);
+        }
         if !self.consume_input(w) || !self.forget_overlap(w) {
             return;
         }
@@ -384,7 +409,7 @@ impl Client {
         if self.turns_left == 0 {
             self.close(w);
         } else {
-            self.fence.turn += 1;
+            self.fence = next_turn;
             self.phase = Phase::Talking {
                 chunks: w.range(5, 60),
             };
@@ -415,26 +440,34 @@ impl Client {
             .clone()
             .with_epoch(cancelled.epoch + 1)
             .with_turn(cancelled.turn + 1);
-        w.op();
-        let ids = match w.m.cancel(&cancelled, &next) {
-            Ok(ids) => ids,
-            Err(e) => return self.failed(w, "cancel", &e),
-        };
-        w.report.barge_ins += 1;
-        let mut got: Vec<&str> = ids.iter().map(Id::as_str).collect();
-        let mut want: Vec<&str> = self.requests.iter().map(|(_, r)| r.as_str()).collect();
-        got.sort_unstable();
-        want.sort_unstable();
-        if got != want {
-            w.violation(
-                &self.name,
-                "cancel",
-                &format!("{want:?}"),
-                format!("{got:?}"),
-            );
+        let drains = w.fault(Fault::Drain, 0.5);
+        if drains {
+            // The speaker flushes: its request stays bound, stale.
+            if !self.drain_to(w, &cancelled, &next) {
+                return;
+            }
+        } else {
+            w.op();
+            let ids = match w.m.cancel(&cancelled, &next) {
+                Ok(ids) => ids,
+                Err(e) => return self.failed(w, "cancel", &e),
+            };
+            let mut got: Vec<&str> = ids.iter().map(Id::as_str).collect();
+            let mut want: Vec<&str> = self.requests.iter().map(|(_, r)| r.as_str()).collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            if got != want {
+                w.violation(
+                    &self.name,
+                    "cancel",
+                    &format!("{want:?}"),
+                    format!("{got:?}"),
+                );
+            }
+            w.released(&self.name, "cancel", ids.iter().map(Id::as_str));
+            self.requests.clear();
         }
-        w.released(&self.name, "cancel", ids.iter().map(Id::as_str));
-        self.requests.clear();
+        w.report.barge_ins += 1;
         self.fence = next.clone();
         self.next_seq = 1;
         if let Some(op) = self.generating.take() {
@@ -444,7 +477,7 @@ impl Client {
             }
         }
         if w.fault(Fault::ReorderedCancel, 0.5) {
-            w.schedule_late_cancel(cancelled.clone(), next);
+            w.schedule_late_cancel(cancelled.clone(), next, drains);
         }
         // The cancelled turn's input is thrown away with it.
         w.op();

@@ -35,11 +35,16 @@ pub enum Fault {
     /// silence of random lengths, each chunk decided by the session's
     /// overlap rule as the client predicts, up to a barge-in.
     OverlapBurst,
+    /// The speaker's request outlives its turn: the next turn starts, or a
+    /// barge-in lets it flush, with it still bound; its late output must
+    /// route to its own response (stale after a barge-in), and it is
+    /// released once when it stops.
+    Drain,
 }
 
 impl Fault {
     /// Every fault, in flag order.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::Duplicate,
         Fault::LateAppend,
         Fault::ReorderedCancel,
@@ -51,6 +56,7 @@ impl Fault {
         Fault::CleanupFailure,
         Fault::BudgetFlood,
         Fault::OverlapBurst,
+        Fault::Drain,
     ];
 
     /// The name used by `--faults`.
@@ -72,6 +78,7 @@ impl Fault {
             Fault::CleanupFailure => "cleanup-fail",
             Fault::BudgetFlood => "flood",
             Fault::OverlapBurst => "overlap",
+            Fault::Drain => "drain",
         }
     }
 }

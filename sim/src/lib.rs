@@ -44,7 +44,7 @@ use rand_core::{RngCore, SeedableRng};
 use backend::Backend;
 pub use backend::SimClock;
 use client::Client;
-use duplex_std::{Expiry, ManagerConfig, Sessions};
+use duplex_std::{Drains, Expiry, ManagerConfig, Sessions};
 pub use faults::{Fault, Faults};
 use ledger::Ledger;
 
@@ -166,6 +166,11 @@ pub struct Report {
     pub overlaps: u64,
     /// Answers cut short by the user's overlapping speech.
     pub overlap_barge_ins: u64,
+    /// Turns and barge-ins that let the speaker's request drain.
+    pub drained: u64,
+    /// Late outputs of draining requests, each routed as the client
+    /// predicts (to its own response, or stale).
+    pub late_outputs: u64,
     /// Opens refused by admission (`capacity_exhausted`).
     pub admission_refused: u64,
     /// Sessions closed through `close_for_requests`.
@@ -230,6 +235,8 @@ impl Report {
         self.floods_refused += other.floods_refused;
         self.overlaps += other.overlaps;
         self.overlap_barge_ins += other.overlap_barge_ins;
+        self.drained += other.drained;
+        self.late_outputs += other.late_outputs;
         self.admission_refused += other.admission_refused;
         self.request_cleanups += other.request_cleanups;
         self.cleanup_retries += other.cleanup_retries;
@@ -282,6 +289,9 @@ pub(crate) struct LateCancel {
     due: u64,
     cancelled: Fence,
     next: Fence,
+    /// Whether the barge-in let the speaker's request drain: delivered
+    /// again, it still does.
+    drains: bool,
 }
 
 /// Everything but the clients: manager, RNG, checker, counters.
@@ -382,12 +392,13 @@ impl<'c> World<'c> {
         }
     }
 
-    pub(crate) fn schedule_late_cancel(&mut self, cancelled: Fence, next: Fence) {
+    pub(crate) fn schedule_late_cancel(&mut self, cancelled: Fence, next: Fence, drains: bool) {
         let due = self.step + self.range(1, 25);
         self.late_cancels.push(LateCancel {
             due,
             cancelled,
             next,
+            drains,
         });
     }
 
@@ -489,13 +500,19 @@ impl<'c> World<'c> {
         self.late_cancels.retain(|c| {
             let now = all || c.due <= step;
             if now {
-                due.push((c.cancelled.clone(), c.next.clone()));
+                due.push((c.cancelled.clone(), c.next.clone(), c.drains));
             }
             !now
         });
-        for (cancelled, next) in due {
+        for (cancelled, next, drains) in due {
             self.op();
-            match self.m.cancel(&cancelled, &next) {
+            let delivered = if drains {
+                self.m
+                    .drain(&cancelled, &next, |stage| stage == client::SPEAKER)
+            } else {
+                self.m.cancel(&cancelled, &next)
+            };
+            match delivered {
                 // Already released by the first delivery: nothing comes back.
                 Ok(ids) if ids.is_empty() => self.report.stale_rejected += 1,
                 Ok(ids) => self.released(

@@ -95,7 +95,7 @@ fn main() -> ExitCode {
 }
 
 fn print_table(config: &SimConfig, r: &Report) {
-    let rows: [(&str, String); 24] = [
+    let rows: [(&str, String); 25] = [
         ("seed", config.seed.to_string()),
         ("clients", config.sessions.to_string()),
         ("max sessions", config.max_sessions.to_string()),
@@ -117,6 +117,10 @@ fn print_table(config: &SimConfig, r: &Report) {
         (
             "overlapping chunks (barge-ins)",
             format!("{} ({})", r.overlaps, r.overlap_barge_ins),
+        ),
+        (
+            "drains (late outputs routed)",
+            format!("{} ({})", r.drained, r.late_outputs),
         ),
         ("expired (reaped)", r.expired.to_string()),
         ("closed for request cleanup", r.request_cleanups.to_string()),
@@ -159,6 +163,8 @@ fn json(config: &SimConfig, r: &Report) -> serde_json::Value {
         "floods_refused": r.floods_refused,
         "overlaps": r.overlaps,
         "overlap_barge_ins": r.overlap_barge_ins,
+        "drained": r.drained,
+        "late_outputs": r.late_outputs,
         "expired": r.expired,
         "request_cleanups": r.request_cleanups,
         "cleanup_retries": r.cleanup_retries,

@@ -54,6 +54,7 @@ fn every_fault_is_exercised_on_its_own() {
             Fault::CleanupFailure => r.request_cleanups.min(r.cleanup_retries),
             Fault::BudgetFlood => r.floods_refused,
             Fault::OverlapBurst => r.overlap_barge_ins.min(r.overlaps),
+            Fault::Drain => r.drained.min(r.late_outputs),
         };
         assert!(evidence > 0, "fault {} left no trace: {r:?}", fault.name());
     }
