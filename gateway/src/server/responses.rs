@@ -85,6 +85,7 @@ impl InFlight<'_> {
     }
 
     /// The responses in flight.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Active> {
         self.shard.get(self.session).into_iter().flatten()
     }

@@ -31,7 +31,7 @@ use crate::protocol::{decode, decode_audio_into, ClientEvent, ProtocolError, Ser
 use crate::server::auth::scoped;
 use crate::server::durable::Changes;
 use crate::server::emit::Emitter;
-use crate::server::engine::{answer, release_held};
+use crate::server::engine::answer;
 use crate::server::outbox::Outbox;
 use crate::server::responses::Active;
 use crate::server::state::Shared;
@@ -546,13 +546,10 @@ impl Connection {
                     .collect();
                 // The old epoch's input is thrown away with it.
                 s.cancel_pending_input();
-                // Responses of older epochs at another position are
-                // released here, in the same lock, so each is reported once.
-                for a in in_flight.iter().filter(|a| a.epoch < next_epoch) {
-                    if release_held(s, &a.request) {
-                        ids.push(a.request.as_str().to_owned());
-                    }
-                }
+                // Requests of older epochs at another position are stale
+                // now: released here, in the same lock, so each is
+                // reported once.
+                ids.extend(s.release_drained().iter().map(|id| id.as_str().to_owned()));
                 Ok::<_, CoreError>(ids)
             });
             match result {
