@@ -82,6 +82,30 @@ fn session_benches(c: &mut Criterion) {
         });
     });
 
+    // A barge-in: two stages bound, cancelled to the next epoch.
+    let (mut s, f) = open_session();
+    let mut epoch = 0_u64;
+    g.bench_function("bind_cancel", |b| {
+        b.iter(|| {
+            let at = f.clone().with_epoch(epoch);
+            epoch += 1;
+            s.bind(&at, 0, &r0).expect("bind 0");
+            s.bind(&at, 1, &r1).expect("bind 1");
+            black_box(s.cancel(&at, &f.clone().with_epoch(epoch)).expect("cancel"))
+        });
+    });
+
+    // Where a request's output goes, with a resident stage, a speaker
+    // draining the previous turn and the current turn's speaker.
+    let (mut s, f) = open_session();
+    let next = f.clone().with_turn(1);
+    s.bind(&f, 2, &id("tts-0")).expect("bind");
+    s.bind(&next, 0, &id("resident")).expect("bind");
+    s.bind(&next, 2, &id("tts-1")).expect("bind");
+    g.bench_function("route_output", |b| {
+        b.iter(|| black_box(s.route_output(black_box("tts-0"))));
+    });
+
     // A chunk of speech over the model's answer, under the thresholds
     // rule, with the response's end forgetting it every 4 chunks (the
     // count stays in the listening range).

@@ -4,11 +4,11 @@
 //! draining requests; and the `manager` fields that set its sessions'
 //! input limits and overlap rule.
 
+use duplex_core::drain::OutputRoute;
 use duplex_core::overlap::{
     is_short_ack, Forced, Overlap, OverlapConfig, OverlapPolicy, OverlapRequest,
 };
 use duplex_core::{InputLimits, OpenOptions, PendingInput};
-use duplex_core::drain::OutputRoute;
 use duplex_std::{Drains as _, InputBudgets as _, Overlaps as _, Sessions as _};
 use serde_json::{json, Map, Value};
 
