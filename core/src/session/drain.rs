@@ -51,19 +51,21 @@ impl<S: State, P: Profile> Session<S, P> {
         S: Live,
     {
         let ahead = cancelled.position().is_behind(next.position());
-        self.move_on(cancelled, next, keep, ahead)
+        self.move_past(cancelled, next, ahead)?;
+        Ok(self
+            .requests
+            .release_position_except(cancelled.position(), keep))
     }
 
-    /// `cancel` and `drain`: the checks (`advancing`: whether `next` moves
-    /// far enough past `cancelled`), then the move and the release.
+    /// What `cancel` and `drain` check and move (`advancing`: whether
+    /// `next` moves far enough past `cancelled`); nothing changes on error.
     #[inline]
-    pub(super) fn move_on(
+    pub(super) fn move_past(
         &mut self,
         cancelled: &Fence<IdOf<P>>,
         next: &Fence<IdOf<P>>,
-        keep: impl Fn(u32) -> bool + Copy,
         advancing: bool,
-    ) -> Result<RequestIds<P::Tables>, Error>
+    ) -> Result<(), Error>
     where
         S: Live,
     {
@@ -83,9 +85,7 @@ impl<S: State, P: Profile> Session<S, P> {
         if next.position() > current {
             self.accept(next)?;
         }
-        Ok(self
-            .requests
-            .release_position_except(cancelled.position(), keep))
+        Ok(())
     }
 
     /// Where `request`'s output goes, or `None` if the session does not

@@ -443,8 +443,8 @@ impl<S: State, P: Profile> Session<S, P> {
     where
         S: Live,
     {
-        let new_epoch = next.epoch > cancelled.epoch;
-        self.move_on(cancelled, next, |_| false, new_epoch)
+        self.move_past(cancelled, next, next.epoch > cancelled.epoch)?;
+        Ok(self.requests.release_position(cancelled.position()))
     }
 
     /// Publishes new configurations atomically. Passing neither changes
