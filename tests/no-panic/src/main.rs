@@ -313,9 +313,9 @@ fn any_ops(inp: &mut Input<'_>) -> u64 {
         acc ^= any
             .drain(&f, &next, |stage| stage < 32 && keep & (1 << stage) != 0)
             .map_or(35, |ids| ids.len() as u64)
-            ^ any
-                .route_output(inp.text())
-                .map_or(36, |r| r.map_or(37, |r| r.owner as u64 ^ u64::from(r.stage)))
+            ^ any.route_output(inp.text()).map_or(36, |r| {
+                r.map_or(37, |r| r.owner as u64 ^ u64::from(r.stage))
+            })
             ^ any.draining().map_or(38, |ids| ids.len() as u64)
             ^ any.release_drained().map_or(39, |ids| ids.len() as u64);
         let mut held = duplex_core::RequestIds::new();
