@@ -30,6 +30,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! What vllm-omni 0.30's released session added comes as extension traits
+//! on every [`Sessions`] host (a manager, [`At`], a `&SharedManager`):
+//! [`InputBudgets`] (input held that the model has not consumed),
+//! [`Overlaps`] (speech over the model's answer) and [`Drains`] (requests
+//! that outlive their turn, and whose output theirs is).
+//!
 //! A session moves between managers (another host, a restart) with
 //! [`SessionManager::export`] and [`SessionManager::import`], or their
 //! [`SharedManager`] counterparts; the import takes a new incarnation, so
