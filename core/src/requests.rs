@@ -455,6 +455,7 @@ impl<T: Tables> Requests<T> {
 
     /// Unique request ids of the rows for which `keep` holds, in
     /// reservation order.
+    #[inline]
     pub(crate) fn ids_where(
         &self,
         keep: impl Fn(&Row<'_, T::StoredId>) -> bool + Copy,

@@ -6,7 +6,7 @@
 use super::state::{Live, State, Unfinished};
 use super::Session;
 use crate::drain::OutputRoute;
-use crate::error::{Error, FenceRule};
+use crate::error::Error;
 use crate::fence::Fence;
 use crate::fmt::debug;
 use crate::id::IdText as _;
@@ -51,41 +51,10 @@ impl<S: State, P: Profile> Session<S, P> {
         S: Live,
     {
         let ahead = cancelled.position().is_behind(next.position());
-        self.move_past(cancelled, next, ahead)?;
+        move_past!(self, cancelled, next, ahead);
         Ok(self
             .requests
             .release_position_except(cancelled.position(), keep))
-    }
-
-    /// What `cancel` and `drain` check and move (`advancing`: whether
-    /// `next` moves far enough past `cancelled`); nothing changes on error.
-    #[inline]
-    pub(super) fn move_past(
-        &mut self,
-        cancelled: &Fence<IdOf<P>>,
-        next: &Fence<IdOf<P>>,
-        advancing: bool,
-    ) -> Result<(), Error>
-    where
-        S: Live,
-    {
-        if !cancelled.same_identity(&self.fence) {
-            return Err(self.fence.mismatch(FenceRule::Identity, cancelled));
-        }
-        if !next.same_identity(&self.fence) {
-            return Err(cancelled.mismatch(FenceRule::Identity, next));
-        }
-        if !advancing {
-            return Err(cancelled.mismatch(FenceRule::NotAdvancing, next));
-        }
-        let current = self.fence.position();
-        if cancelled.position() > current {
-            return Err(self.fence.mismatch(FenceRule::Ahead, cancelled));
-        }
-        if next.position() > current {
-            self.accept(next)?;
-        }
-        Ok(())
     }
 
     /// Where `request`'s output goes, or `None` if the session does not

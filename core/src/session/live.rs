@@ -443,7 +443,7 @@ impl<S: State, P: Profile> Session<S, P> {
     where
         S: Live,
     {
-        self.move_past(cancelled, next, next.epoch > cancelled.epoch)?;
+        move_past!(self, cancelled, next, next.epoch > cancelled.epoch);
         Ok(self.requests.release_position(cancelled.position()))
     }
 

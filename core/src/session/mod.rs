@@ -15,6 +15,38 @@
 //! with typed access and a dynamic API (`wrong_state` instead of a compile
 //! error).
 
+/// What `cancel` and `drain` check and move, in the caller's body:
+/// `$cancelled` and `$next` name this session, `$advancing` says `$next`
+/// moves far enough past `$cancelled`, `$cancelled` is not ahead of the
+/// session; then `$next` is accepted if it is ahead. Returns the error from
+/// the caller, nothing changed. A macro, not a function: as a call of its
+/// own it cost a barge-in on the Cortex-M0 1,100 more instructions (the
+/// caller's release was no longer inlined into it).
+macro_rules! move_past {
+    ($s:ident, $cancelled:ident, $next:ident, $advancing:expr) => {
+        if !$cancelled.same_identity(&$s.fence) {
+            return Err($s
+                .fence
+                .mismatch(crate::error::FenceRule::Identity, $cancelled));
+        }
+        if !$next.same_identity(&$s.fence) {
+            return Err($cancelled.mismatch(crate::error::FenceRule::Identity, $next));
+        }
+        if !$advancing {
+            return Err($cancelled.mismatch(crate::error::FenceRule::NotAdvancing, $next));
+        }
+        let current = $s.fence.position();
+        if $cancelled.position() > current {
+            return Err($s
+                .fence
+                .mismatch(crate::error::FenceRule::Ahead, $cancelled));
+        }
+        if $next.position() > current {
+            $s.accept($next)?;
+        }
+    };
+}
+
 pub(crate) mod any;
 mod attached;
 mod closing;
