@@ -42,7 +42,8 @@ pub trait State: private::Sealed + fmt::Debug {
 
 /// The state in which a client is attached and may send input: [`Open`].
 ///
-/// Operations: `detach`, `begin_operation`, `prepare_append`, `append`.
+/// Operations: `detach`, `begin_operation`, `prepare_append`, `append`,
+/// `reserve_input`, `reserve_turn`, `decide_overlap`.
 #[diagnostic::on_unimplemented(
     message = "this operation needs an attached client (`Open`), but the session is `{Self}`",
     label = "client input is refused in this state",
@@ -53,21 +54,23 @@ pub trait Attached: Live {}
 /// States in which the session is alive and takes engine-side work:
 /// [`Open`] and [`Detached`].
 ///
-/// Operations: `touch`, `resume`, `end_operation`, `commit_append`,
-/// `completed`, `record_completed`, `reserve`, `bind`, `accept_fence`,
-/// `cancel`, `replace_configs`, `deadline`, `due`, `expire`, `close`.
+/// Operations: `touch`, `resume`, `resume_idempotent`, `end_operation`,
+/// `commit_append`, `completed`, `record_completed`, `reserve`, `bind`,
+/// `accept_fence`, `cancel`, `drain`, `replace_configs`, `deadline`, `due`,
+/// `expire`, `close`.
 #[diagnostic::on_unimplemented(
     message = "this operation needs a live session (`Open` or `Detached`), but the session is `{Self}`",
     label = "not permitted once the session is closing or closed",
-    note = "closing is irreversible: a closing session only answers id queries, `release`, `release_fence`, `begin_close` and `finalize`"
+    note = "closing is irreversible: a closing session only answers queries, releases (`release`, `release_fence`, `release_drained`, its input and overlap resets), `begin_close` and `finalize`"
 )]
 pub trait Live: Unfinished {}
 
 /// States whose session still holds its tables: [`Open`], [`Detached`] and
 /// [`Closing`].
 ///
-/// Operations: `begin_close`, `release`, `release_fence`, the id queries and
-/// the inspection accessors.
+/// Operations: `begin_close`, `release`, `release_fence`,
+/// `release_drained`, `route_output`, `draining`, the input releases, the
+/// overlap resets, the id queries and the inspection accessors.
 #[diagnostic::on_unimplemented(
     message = "this operation needs a session that is not finalized, but the session is `{Self}`",
     label = "a `Closed` session has released everything and only reports its final facts",
